@@ -1,0 +1,1 @@
+"""Diffusion pieces in plain PyTorch: schedules, network, loss, samplers. No Optuna here."""

@@ -1,0 +1,122 @@
+"""Samplers sharing one signature: ``sample_*(denoise, schedule, x_T, *, steps, eta, generator)``.
+
+``denoise(x_t, t)`` returns (x0̂, ε̂) at integer timesteps t; :func:`make_denoiser` builds it from a
+network, its parameterisation and classifier-free guidance, so samplers know nothing of either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from hpo.diffusion.losses import model_time, to_x0_eps
+from hpo.diffusion.schedule import NoiseSchedule
+
+Denoiser = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+Network = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+def guided_output(
+    net: Network, x: torch.Tensor, t: torch.Tensor, labels: torch.Tensor | None, *, scale: float, null_class: int
+) -> torch.Tensor:
+    """Classifier-free guidance (Ho & Salimans 2022, Eq. 6): uncond + w·(cond − uncond).
+
+    The conditional and unconditional passes run as one batch of 2B. w = 1 is the conditional
+    model alone (one pass of B); unconditional networks (labels None) are never guided.
+    """
+    if labels is None or scale == 1.0:
+        return net(x, t, labels)
+    null = torch.full_like(labels, null_class)
+    out = net(torch.cat([x, x]), torch.cat([t, t]), torch.cat([labels, null]))
+    cond, uncond = out.chunk(2)
+    return uncond + scale * (cond - uncond)
+
+
+def make_denoiser(
+    net: Network,
+    schedule: NoiseSchedule,
+    *,
+    prediction: str,
+    labels: torch.Tensor | None = None,
+    guidance_scale: float = 1.0,
+    null_class: int = 0,
+    clip: bool = True,
+) -> Denoiser:
+    """(x_t, t) → (x0̂, ε̂); x0̂ is clipped to [-1, 1] and ε̂ re-derived from it when ``clip``."""
+
+    def denoise(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = guided_output(net, x, model_time(t, schedule.T), labels, scale=guidance_scale, null_class=null_class)
+        alpha, sigma = schedule.alpha_sigma(t)
+        x0, eps = to_x0_eps(prediction, out.float(), x, alpha, sigma)
+        if clip:
+            x0 = x0.clamp(-1.0, 1.0)
+            eps = (x - alpha * x0) / sigma
+        return x0, eps
+
+    return denoise
+
+
+def trailing_timesteps(T: int, steps: int) -> list[int]:
+    """'Trailing' spacing (Lin et al. 2024, Table 2): starts at t = T−1, so few-step sampling
+    begins from pure noise."""
+    if not 1 <= steps <= T:
+        raise ValueError(f"steps must be in [1, T={T}], got steps={steps}")
+    return [int(t) for t in np.round(np.arange(T, 0, -T / steps)).astype(np.int64) - 1]
+
+
+def _noise(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    return torch.randn(x.shape, device=x.device, dtype=x.dtype, generator=generator)
+
+
+@torch.no_grad()
+def sample_ddim(
+    denoise: Denoiser,
+    schedule: NoiseSchedule,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    eta: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """DDIM (Song et al. 2021, Eq. 12): x_prev = √ᾱ_prev·x0̂ + √(1−ᾱ_prev−σ²)·ε̂ + σ·z,
+    σ = η·√((1−ᾱ_prev)/(1−ᾱ_t))·√(1−ᾱ_t/ᾱ_prev). η = 0 is deterministic."""
+    abar = schedule.alphas_cumprod
+    timesteps = trailing_timesteps(schedule.T, steps)
+    for i, t in enumerate(timesteps):
+        t_prev = timesteps[i + 1] if i + 1 < len(timesteps) else -1
+        a_t, a_prev = float(abar[t]), (float(abar[t_prev]) if t_prev >= 0 else 1.0)
+        x0, eps = denoise(x, torch.full((x.shape[0],), t, device=x.device, dtype=torch.long))
+        sigma = eta * float(np.sqrt((1.0 - a_prev) / (1.0 - a_t) * (1.0 - a_t / a_prev)))
+        x = a_prev**0.5 * x0 + max(1.0 - a_prev - sigma**2, 0.0) ** 0.5 * eps
+        if t_prev >= 0 and eta > 0.0:
+            x = x + sigma * _noise(x, generator)
+    return x
+
+
+@torch.no_grad()
+def sample_ddpm(
+    denoise: Denoiser,
+    schedule: NoiseSchedule,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    eta: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Ancestral DDPM (Ho et al. 2020, Eqs. 6–7) through all T steps, the reference sampler:
+    x_{t−1} ~ N(μ̃_t(x_t, x0̂), β̃_t). It always takes T steps with η = 1."""
+    if steps != schedule.T or eta != 1.0:
+        raise ValueError(f"ancestral DDPM takes steps=T={schedule.T} and eta=1, got steps={steps}, eta={eta}")
+    betas, abar = schedule.betas, schedule.alphas_cumprod
+    for t in range(schedule.T - 1, -1, -1):
+        a_t, a_prev, beta = float(abar[t]), (float(abar[t - 1]) if t > 0 else 1.0), float(betas[t])
+        x0, _ = denoise(x, torch.full((x.shape[0],), t, device=x.device, dtype=torch.long))
+        x = (a_prev**0.5 * beta / (1.0 - a_t)) * x0 + ((1.0 - beta) ** 0.5 * (1.0 - a_prev) / (1.0 - a_t)) * x
+        if t > 0:
+            x = x + (beta * (1.0 - a_prev) / (1.0 - a_t)) ** 0.5 * _noise(x, generator)
+    return x
+
+
+SAMPLERS = {"ddim": sample_ddim, "ddpm": sample_ddpm}

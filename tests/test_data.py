@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hpo import data as data_module
+from hpo.config import DataConfig
+from hpo.data import ImageData, load_data, to_model_range, to_uint8
+from hpo.errors import DataError
+from hpo.shapes import render_shapes
+
+
+def write_images(folder: Path, n: int, *, size: int = 20, mode: str = "RGB", start: int = 0) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(start)
+    for i in range(start, start + n):
+        arr = rng.integers(0, 256, size=(size, size, len(mode)), dtype=np.uint8)
+        Image.fromarray(arr.squeeze(-1) if mode == "L" else arr, mode).save(folder / f"img{i}.png")
+
+
+def folder_config(path: Path, tmp_path: Path, **kw: object) -> DataConfig:
+    return DataConfig(source="folder", path=str(path), image_size=16, cache_dir=str(tmp_path / "cache"), **kw)  # type: ignore[arg-type]
+
+
+def test_digits_are_real_labelled_images_normalised_to_minus_one_one(digits16: ImageData) -> None:
+    assert digits16.train_images.dtype == torch.uint8
+    assert digits16.train_images.shape[1:] == (1, 16, 16)
+    assert digits16.num_classes == 10
+    x = to_model_range(digits16.train_images)
+    assert x.min() == -1.0 and x.max() == 1.0
+    assert torch.equal(to_uint8(x), digits16.train_images)
+
+
+def test_shapes_are_deterministic_by_seed_and_classed_by_shape() -> None:
+    a, labels, names = render_shapes(8, 24, seed=1)
+    b, _, _ = render_shapes(8, 24, seed=1)
+    c, _, _ = render_shapes(8, 24, seed=2)
+    assert a.shape == (8, 3, 24, 24) and np.array_equal(a, b) and not np.array_equal(a, c)
+    assert names == ("circle", "square", "triangle", "diamond") and labels.tolist() == [0, 1, 2, 3] * 2
+
+
+def test_split_is_deterministic_by_seed_and_disjoint(tmp_path: Path) -> None:
+    cfg = DataConfig(source="shapes", image_size=8, num_images=50, val_fraction=0.2, cache_dir=str(tmp_path))
+    a = data_module.split(*data_module.read_source(cfg), cfg, "k")
+    b = data_module.split(*data_module.read_source(cfg), cfg, "k")
+    assert torch.equal(a.val_images, b.val_images) and a.val_images.shape[0] == 10
+    train_rows = {bytes(x.numpy()) for x in a.train_images}
+    assert not any(bytes(x.numpy()) in train_rows for x in a.val_images)
+
+
+def test_preprocessed_data_is_cached_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = DataConfig(source="shapes", image_size=8, num_images=40, cache_dir=str(tmp_path))
+    first = load_data(cfg)
+    monkeypatch.setattr(data_module, "read_source", lambda cfg: pytest.fail("cache was not used"))
+    second = load_data(cfg)
+    assert torch.equal(first.train_images, second.train_images) and first.key == second.key
+
+
+def test_folder_subfolders_become_classes_and_modes_are_converted(tmp_path: Path) -> None:
+    write_images(tmp_path / "imgs" / "cats", 6, mode="RGBA")
+    write_images(tmp_path / "imgs" / "dogs", 6, mode="L", start=10)
+    data = load_data(folder_config(tmp_path / "imgs", tmp_path))
+    assert data.class_names == ("cats", "dogs")
+    assert data.train_images.shape[1:] == (3, 16, 16)
+
+
+def test_missing_folder_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"nowhere: image folder not found"):
+        load_data(folder_config(tmp_path / "nowhere", tmp_path))
+
+
+def test_empty_folder_names_the_path(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=r"empty: no images"):
+        load_data(folder_config(tmp_path / "empty", tmp_path))
+
+
+def test_three_images_are_too_few_to_split(tmp_path: Path) -> None:
+    write_images(tmp_path / "three", 3)
+    with pytest.raises(DataError, match=r"three: only 3 images; need at least 10"):
+        load_data(folder_config(tmp_path / "three", tmp_path))
+
+
+def test_corrupt_files_are_skipped_and_counted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    write_images(tmp_path / "mixed", 12)
+    (tmp_path / "mixed" / "broken.jpg").write_bytes(b"not an image")
+    with caplog.at_level(logging.WARNING):
+        data = load_data(folder_config(tmp_path / "mixed", tmp_path))
+    assert data.train_images.shape[0] + data.val_images.shape[0] == 12
+    assert "skipped 1 unreadable image(s), first:" in caplog.text and "broken.jpg" in caplog.text
+
+
+def test_mostly_corrupt_folder_fails(tmp_path: Path) -> None:
+    write_images(tmp_path / "bad", 2)
+    for i in range(5):
+        (tmp_path / "bad" / f"x{i}.png").write_bytes(b"\x89PNG broken")
+    with pytest.raises(DataError, match=r"5 of 7 images are unreadable"):
+        load_data(folder_config(tmp_path / "bad", tmp_path))
+
+
+def test_images_smaller_than_image_size_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    write_images(tmp_path / "small", 12, size=10)
+    with caplog.at_level(logging.WARNING):
+        load_data(folder_config(tmp_path / "small", tmp_path))
+    assert "12 image(s) are smaller than image_size=16" in caplog.text
+
+
+def test_torchvision_dataset_offline_fails_with_a_clear_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import urllib.request
+
+    def offline(*args: object, **kwargs: object) -> None:
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", offline)
+    cfg = DataConfig(source="torchvision:CIFAR10", path=str(tmp_path / "root"), image_size=16, cache_dir=str(tmp_path))
+    with pytest.raises(DataError, match=r"torchvision:CIFAR10: cannot download to .*root"):
+        load_data(cfg)
+
+
+def test_unknown_torchvision_dataset_lists_the_known_ones(tmp_path: Path) -> None:
+    cfg = DataConfig(source="torchvision:CIFAR11", image_size=16, cache_dir=str(tmp_path))
+    with pytest.raises(DataError, match="unknown torchvision dataset 'CIFAR11'; expected one of CIFAR10"):
+        load_data(cfg)

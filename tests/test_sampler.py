@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hpo.diffusion.losses import target, to_x0_eps
+from hpo.diffusion.sampler import guided_output, make_denoiser, sample_ddim, sample_ddpm, trailing_timesteps
+from hpo.diffusion.schedule import NoiseSchedule
+from hpo.diffusion.unet import UNet, UNetConfig
+
+
+def random_unet(num_classes: int = 0, channels: int = 1) -> UNet:
+    """A UNet whose zero-initialised layers are perturbed, so its output depends on its inputs."""
+    torch.manual_seed(0)
+    net = UNet(
+        UNetConfig(
+            in_channels=channels,
+            base_channels=8,
+            channel_mult=(1, 2),
+            dropout=0.0,
+            num_classes=num_classes,
+            image_size=8,
+        )
+    ).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return net
+
+
+@pytest.mark.parametrize("prediction", ["eps", "v", "x0"])
+def test_parameterisations_convert_back_to_x0_and_eps(prediction: str) -> None:
+    x0, eps = torch.randn(4, 1, 8, 8), torch.randn(4, 1, 8, 8)
+    alpha = torch.tensor([0.9, 0.5, 0.2, 0.99]).view(-1, 1, 1, 1)
+    sigma = (1 - alpha**2).sqrt()
+    x_t = alpha * x0 + sigma * eps
+    x0_hat, eps_hat = to_x0_eps(prediction, target(prediction, x0, eps, alpha, sigma), x_t, alpha, sigma)
+    torch.testing.assert_close(x0_hat, x0, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(eps_hat, eps, atol=1e-4, rtol=1e-4)
+
+
+def test_trailing_spacing_starts_at_the_last_timestep() -> None:
+    assert trailing_timesteps(1000, 10) == [999, 899, 799, 699, 599, 499, 399, 299, 199, 99]
+    assert trailing_timesteps(50, 50) == list(range(49, -1, -1))
+
+
+def test_ddim_with_eta_zero_is_reproducible_given_a_generator() -> None:
+    net, sched = random_unet(), NoiseSchedule.create("linear", 100)
+    denoise = make_denoiser(net, sched, prediction="eps")
+
+    def run(seed: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed)
+        return sample_ddim(denoise, sched, torch.randn(3, 1, 8, 8, generator=gen), steps=10, eta=0.0, generator=gen)
+
+    torch.testing.assert_close(run(1), run(1), rtol=0, atol=0)
+    assert not torch.allclose(run(1), run(2))
+
+
+def test_ddim_with_eta_one_over_all_steps_is_ancestral_ddpm() -> None:
+    net, sched = random_unet(), NoiseSchedule.create("cosine", 20)
+    denoise = make_denoiser(net, sched, prediction="v")
+    x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    a = sample_ddim(denoise, sched, x, steps=20, eta=1.0, generator=torch.Generator().manual_seed(5))
+    b = sample_ddpm(denoise, sched, x, steps=20, eta=1.0, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_guidance_scale_one_equals_the_conditional_model_alone() -> None:
+    net = random_unet(num_classes=3)
+    x, t, labels = torch.randn(4, 1, 8, 8), torch.full((4,), 500.0), torch.tensor([0, 1, 2, 1])
+    torch.testing.assert_close(guided_output(net, x, t, labels, scale=1.0, null_class=3), net(x, t, labels))
+
+
+def test_guidance_batches_cond_and_uncond_into_one_forward() -> None:
+    net = random_unet(num_classes=3)
+    x, t, labels = torch.randn(4, 1, 8, 8), torch.full((4,), 500.0), torch.tensor([0, 1, 2, 1])
+    calls: list[int] = []
+    net.register_forward_hook(lambda _m, args, _o: calls.append(args[0].shape[0]))
+    out = guided_output(net, x, t, labels, scale=3.0, null_class=3)
+    assert calls == [8]
+    cond, uncond = net(x, t, labels), net(x, t, torch.full_like(labels, 3))
+    torch.testing.assert_close(out, uncond + 3.0 * (cond - uncond), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(out, cond)
+
+
+def test_ancestral_ddpm_refuses_fewer_steps_than_T() -> None:
+    net, sched = random_unet(), NoiseSchedule.create("linear", 20)
+    with pytest.raises(ValueError, match="steps=T=20"):
+        sample_ddpm(make_denoiser(net, sched, prediction="eps"), sched, torch.randn(1, 1, 8, 8), steps=10)

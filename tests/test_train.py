@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hpo import train as train_module
+from hpo.data import ImageData
+from hpo.diagnose import overfit_single_batch
+from hpo.runtime import eval_mode
+from hpo.train import EvalPoint, Trainer, TrainingAborted, batch_indices, ema_beta, train
+from hpo.validation import evaluate_probe
+from tests.conftest import tiny_config
+
+
+def test_tiny_model_overfits_a_single_batch(digits8: ImageData) -> None:
+    result = overfit_single_batch(tiny_config(), digits8, steps=200)
+    assert result.factor > 50, result
+
+
+def test_short_run_on_digits_lowers_the_validation_metric(digits8: ImageData) -> None:
+    cfg = tiny_config(kimg=8, batch_size=32, lr=2e-3, num_evals=4)
+    seen: list[EvalPoint] = []
+    result = train(cfg, digits8, on_eval=seen.append)
+    assert [p.index for p in seen] == [1, 2, 3, 4]
+    assert [p.step for p in seen] == cfg.eval_steps() == [62, 125, 188, 250]
+    assert seen[-1].metrics["val_loss"] < 0.8 * seen[0].metrics["val_loss"]
+    assert {"val_loss@-6.0", "val_loss@+6.0", "train_loss"} <= set(seen[0].metrics)
+    assert result.images_seen == 250 * 32
+
+
+def test_validation_metric_is_identical_for_two_evaluations_of_the_same_weights(digits8: ImageData) -> None:
+    trainer = Trainer(tiny_config(), digits8, torch.device("cpu"))
+    with eval_mode(trainer.ema):
+        a = evaluate_probe(trainer.ema, trainer.schedule, trainer.probe, prediction="eps", conditional=True)
+        b = evaluate_probe(trainer.ema, trainer.schedule, trainer.probe, prediction="eps", conditional=True)
+    assert a == b
+
+
+def test_validation_metric_is_measured_in_one_parameterisation(digits8: ImageData) -> None:
+    """A network that predicts the truth exactly scores 0 whatever its parameterisation."""
+    trainer = Trainer(tiny_config(timesteps=300, schedule="cosine"), digits8, torch.device("cpu"))
+    untrained = {}
+    for prediction in ("eps", "v", "x0"):
+        m = evaluate_probe(trainer.ema, trainer.schedule, trainer.probe, prediction=prediction, conditional=True)
+        untrained[prediction] = m["val_loss"]
+    # zero output means a different guess per parameterisation, and the metric tells them apart
+    assert len({round(v, 6) for v in untrained.values()}) == 3
+
+
+def test_planted_nan_stops_the_run_as_nan_loss(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = train_module.diffusion_loss
+    calls = {"n": 0}
+
+    def poisoned(*args: object, **kwargs: object) -> torch.Tensor:
+        calls["n"] += 1
+        loss = real(*args, **kwargs)  # type: ignore[arg-type]
+        return loss * float("nan") if calls["n"] >= 5 else loss
+
+    monkeypatch.setattr(train_module, "diffusion_loss", poisoned)
+    with pytest.raises(TrainingAborted) as err:
+        train(tiny_config(kimg=2, batch_size=32), digits8)
+    assert err.value.reason == "nan_loss"
+    assert err.value.step <= 16
+
+
+def test_loss_exploding_above_its_running_median_stops_the_run_as_diverged() -> None:
+    losses = [0.1] * 100 + [5.0] * 10
+    with pytest.raises(TrainingAborted, match="diverged"):
+        train_module.check_losses(losses, 10.0, 110)
+    train_module.check_losses([0.1] * 100 + [0.5] * 10, 10.0, 110)  # a bump is not divergence
+
+
+def test_resume_from_checkpoint_equals_an_uninterrupted_run(digits8: ImageData, tmp_path: Path) -> None:
+    cfg = tiny_config(kimg=3, batch_size=32, num_evals=3, dropout=0.1, hflip=True, p_uncond=0.2, lr=1e-3)
+    full = train(cfg, digits8)
+
+    def stop_at_second(point: EvalPoint) -> None:
+        if point.index == 2:
+            raise KeyboardInterrupt
+
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, digits8, on_eval=stop_at_second, checkpoint=ckpt)
+    replayed: list[EvalPoint] = []
+    resumed = train(cfg, digits8, on_eval=replayed.append, checkpoint=ckpt)
+    assert [(p.index, p.replayed) for p in replayed] == [(1, True), (2, True), (3, False)]
+    for a, b in zip(full.ema.state_dict().values(), resumed.ema.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert [p.metrics for p in full.history] == [p.metrics for p in resumed.history]
+
+
+def test_checkpoint_of_another_configuration_is_refused(digits8: ImageData, tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt.pt"
+    train(tiny_config(kimg=1, batch_size=32, num_evals=1), digits8, checkpoint=ckpt)
+    with pytest.raises(ValueError, match="different configuration"):
+        train(tiny_config(kimg=1, batch_size=32, num_evals=1, lr=1e-3), digits8, checkpoint=ckpt)
+
+
+def test_batches_cover_each_epoch_once_and_are_stateless() -> None:
+    first_epoch = torch.cat([batch_indices(10, 4, step, seed=3) for step in range(3)])[:10]
+    assert sorted(first_epoch.tolist()) == list(range(10))
+    assert torch.equal(batch_indices(10, 4, 7, seed=3), batch_indices(10, 4, 7, seed=3))
+
+
+def test_ema_warms_up_so_short_runs_get_a_useful_average() -> None:
+    cfg = tiny_config(batch_size=32, ema_halflife_kimg=10.0, ema_rampup=0.05)
+    assert ema_beta(cfg, 320) <= 0.25  # 10 steps in: the EMA follows the weights closely
+    assert ema_beta(cfg, 1_000_000) == pytest.approx(0.5 ** (32 / 10_000))
