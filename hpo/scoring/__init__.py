@@ -1,0 +1,1 @@
+"""Scoring samples with clean-fid: FID and KID against cached reference statistics."""

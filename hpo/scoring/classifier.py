@@ -1,0 +1,104 @@
+"""A small CNN trained once per labelled dataset; its penultimate layer gives FID features.
+
+This is how FID is usually measured on MNIST-like data (LeNet features): it works offline and makes
+tests and the CPU quickstart meaningful. Reports call the metric classifier-FID, never FID.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from filelock import FileLock
+from torch import nn
+
+from hpo.checkpoint import load_checkpoint, save_checkpoint
+from hpo.data import ImageData, to_model_range
+from hpo.errors import HpoError
+
+log = logging.getLogger("hpo.scoring")
+
+CLASSIFIER_VERSION = 2
+FEATURE_DIM = 128
+
+
+class ClassifierNet(nn.Module):
+    def __init__(self, in_channels: int, num_classes: int, width: int = 32) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.body = nn.Sequential(
+            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+            nn.Linear(2 * width * 16, FEATURE_DIM),
+        )  # fmt: skip
+        self.head = nn.Linear(FEATURE_DIM, num_classes)
+        self.register_buffer("feature_scale", torch.ones(()))  # 1 / feature std on the training images
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-activation penultimate features of images in [-1, 1], scaled to unit std on the
+        training images so FID and KID (cubic kernel) see Inception-like magnitudes."""
+        return self.body(x[:, : self.in_channels]) * self.feature_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.relu(self.body(x[:, : self.in_channels])))
+
+
+def train_classifier(
+    data: ImageData, *, epochs: int = 15, batch_size: int = 64, seed: int = 0
+) -> tuple[ClassifierNet, float]:
+    """Train on the training split; returns the network (eval mode, CPU) and validation accuracy."""
+    if data.num_classes < 2:
+        raise HpoError(
+            f"score.features: classifier needs labelled data with at least 2 classes, but the data has "
+            f"{data.num_classes}; use score.features: inception"
+        )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = ClassifierNet(data.channels, data.num_classes)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        x_all, y_all = to_model_range(data.train_images.cpu()), data.train_labels.cpu()
+        for _ in range(epochs):
+            for idx in torch.randperm(x_all.shape[0]).split(batch_size):
+                loss = F.cross_entropy(net(x_all[idx]), y_all[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+    net.eval()
+    with torch.no_grad():
+        net.feature_scale.fill_(1.0 / float(net.body(x_all).std()))
+        pred = net(to_model_range(data.val_images.cpu())).argmax(1)
+    return net, float((pred == data.val_labels.cpu()).float().mean())
+
+
+def load_or_train_classifier(data: ImageData, cache_dir: Path) -> tuple[ClassifierNet, float]:
+    """Train once per dataset; other processes wait on the lock and read the cached weights."""
+    path = cache_dir / f"classifier-{data.key}-v{CLASSIFIER_VERSION}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            state = load_checkpoint(path)
+            net = ClassifierNet(int(state["channels"]), int(state["classes"]))
+            net.load_state_dict(state["weights"])
+            return net.eval(), float(state["val_accuracy"])
+        net, accuracy = train_classifier(data)
+        save_checkpoint(
+            path,
+            {
+                "weights": net.state_dict(),
+                "channels": data.channels,
+                "classes": data.num_classes,
+                "val_accuracy": accuracy,
+            },
+        )
+    log.info("trained the feature classifier for %s: validation accuracy %.3f", data.key, accuracy)
+    if accuracy < 0.7:
+        log.warning(
+            "the feature classifier reaches only %.0f%% validation accuracy; classifier-FID will be coarse",
+            100 * accuracy,
+        )
+    return net, accuracy
