@@ -166,6 +166,6 @@ def test_fetch_weights_verifies_the_checksum_and_writes_atomically(tmp_path: Pat
 
 
 def test_fetch_weights_offline_says_how_to_provision_them(tmp_path: Path) -> None:
-    with pytest.raises(HpoError, match="cannot download Inception weights .*hpo fetch-weights --dest FILE"):
+    with pytest.raises(HpoError, match=r"cannot download Inception weights .*hpo fetch-weights --dest FILE"):
         fetch_weights(tmp_path / "w.pt", url="http://127.0.0.1:9/inception.pt", timeout=5)
     assert not (tmp_path / "w.pt").exists()

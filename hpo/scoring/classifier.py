@@ -37,6 +37,7 @@ class ClassifierNet(nn.Module):
             nn.Linear(2 * width * 16, FEATURE_DIM),
         )  # fmt: skip
         self.head = nn.Linear(FEATURE_DIM, num_classes)
+        self.feature_scale: torch.Tensor
         self.register_buffer("feature_scale", torch.ones(()))  # 1 / feature std on the training images
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
