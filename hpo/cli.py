@@ -55,6 +55,88 @@ def train_cmd(
     run_train(spec, set_ or [], out)
 
 
+StorageOpt = Annotated[
+    str | None, typer.Option("--storage", help="database URL (else $HPO_STORAGE, else ./hpo.db)", show_default=False)
+]
+ArtifactsOpt = Annotated[Path, typer.Option("--artifacts", help="shared artifact store: sample grids, checkpoints")]
+
+
+@app.command("launch")
+def launch_cmd(
+    spec: SpecArg,
+    storage: StorageOpt = None,
+    workers: Annotated[
+        int | None, typer.Option(help="local workers (default 1 on the embedded database, else 0)")
+    ] = None,
+    detach: Annotated[bool, typer.Option(help="start and return at once")] = False,
+    new_name: Annotated[str | None, typer.Option(help="create the study under this name instead")] = None,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+) -> None:
+    """Create (or resume) the study for SPEC, run local workers, follow progress, then report."""
+    from hpo.commands.launch import run_launch
+
+    setup_logging()
+    run_launch(
+        spec, storage=storage, workers=workers, detach=detach, new_name=new_name, artifacts=artifacts, report=None
+    )
+
+
+@app.command("worker")
+def worker_cmd(
+    study: Annotated[str | None, typer.Option(help="serve this study only (default: every unfinished one)")] = None,
+    storage: StorageOpt = None,
+    gpus: Annotated[str, typer.Option(help="'all' or indices like 0,1: one process per GPU")] = "all",
+    max_trials: Annotated[int | None, typer.Option(help="exit after this many trials")] = None,
+    exit_when_idle: Annotated[bool, typer.Option(help="exit when no study has work left")] = False,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    cache_dir: Annotated[Path | None, typer.Option(help="data and reference-statistics cache")] = None,
+    worker_index: Annotated[int, typer.Option(help="offsets the sampler seed")] = 0,
+    poll: Annotated[float, typer.Option(help="seconds between looks for work")] = 5.0,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: all cores)")] = None,
+) -> None:
+    """Pull trials from the storage's studies and run them."""
+    from hpo.commands.worker import run_workers
+    from hpo.storage import resolve_url
+    from hpo.worker import WorkerOptions
+
+    setup_logging()
+    opts = WorkerOptions(
+        url=resolve_url(storage),
+        study=study,
+        max_trials=max_trials,
+        exit_when_idle=exit_when_idle,
+        artifact_dir=artifacts,
+        cache_dir=cache_dir,
+        worker_index=worker_index,
+        poll_seconds=poll,
+        threads=threads,
+    )
+    run_workers(opts, gpus)
+
+
+@app.command("status")
+def status_cmd(
+    study: Annotated[str | None, typer.Argument(help="a study name (default: list studies)")] = None,
+    storage: StorageOpt = None,
+) -> None:
+    """Studies, or one study's trials with their state, parameters, value and failure reason."""
+    from hpo.commands.status import status_text
+    from hpo.storage import resolve_url
+
+    typer.echo(status_text(resolve_url(storage), study))
+
+
+@app.command("fetch-weights")
+def fetch_weights_cmd(
+    dest: Annotated[Path | None, typer.Option(help="where to write (default $HPO_FID_WEIGHTS or ~/.cache/hpo)")] = None,
+) -> None:
+    """Download clean-fid's Inception weights once: SHA-256 checked, written atomically."""
+    from hpo.scoring.weights import fetch_weights, weights_path
+
+    path = fetch_weights(dest or weights_path())
+    typer.echo(f"Inception weights verified at {path}")
+
+
 def main() -> None:
     try:
         app()

@@ -66,7 +66,7 @@ class TrainResult:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-OnEval = Callable[[EvalPoint], None]
+OnEval = Callable[[EvalPoint, UNet], None]  # (the point, the EMA network in eval mode)
 
 
 def build_model(cfg: TrainConfig, data: ImageData) -> UNet:
@@ -267,7 +267,7 @@ def _run(trainer: Trainer, on_eval: OnEval | None, checkpoint: Path | None) -> T
     cfg = trainer.cfg
     for point in trainer.history:
         if on_eval is not None:
-            on_eval(point)
+            on_eval(point, trainer.ema)
     start_step, started = trainer.step, time.perf_counter()
     eval_at = {step: k for k, step in enumerate(cfg.eval_steps(), start=1)}
     report_every = max(1, cfg.total_steps // 20)
@@ -290,7 +290,7 @@ def _run(trainer: Trainer, on_eval: OnEval | None, checkpoint: Path | None) -> T
             if checkpoint is not None:
                 save_checkpoint(checkpoint, trainer.state())
             if on_eval is not None:
-                on_eval(point)
+                on_eval(point, trainer.ema)
     seconds = time.perf_counter() - started
     images = (trainer.step - start_step) * cfg.batch_size
     return TrainResult(

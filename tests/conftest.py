@@ -28,3 +28,36 @@ def digits16(cache_dir: Path) -> ImageData:
 
 def tiny_config(**changes: object) -> TrainConfig:
     return TrainConfig(**{**TINY, **changes})  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def pg_server():  # type: ignore[no-untyped-def]
+    """A real PostgreSQL server; HPO_TEST_DATABASE_URL uses an existing one instead.
+    In CI a missing server is a failure, elsewhere a skip."""
+    import os
+
+    from tests.pg import start_server, stop_server
+
+    if os.environ.get("HPO_TEST_DATABASE_URL"):
+        yield None
+        return
+    try:
+        server = start_server()
+    except FileNotFoundError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {err}")
+        pytest.skip(str(err))
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture
+def pg_url(pg_server, request: pytest.FixtureRequest) -> str:  # type: ignore[no-untyped-def]
+    """A fresh database per test."""
+    import os
+    import re
+
+    if pg_server is None:
+        return os.environ["HPO_TEST_DATABASE_URL"]
+    name = "t_" + re.sub(r"[^a-z0-9]", "_", request.node.name.lower())[:50]
+    return pg_server.create_database(name)

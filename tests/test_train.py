@@ -22,7 +22,7 @@ def test_tiny_model_overfits_a_single_batch(digits8: ImageData) -> None:
 def test_short_run_on_digits_lowers_the_validation_metric(digits8: ImageData) -> None:
     cfg = tiny_config(kimg=8, batch_size=32, lr=2e-3, num_evals=4)
     seen: list[EvalPoint] = []
-    result = train(cfg, digits8, on_eval=seen.append)
+    result = train(cfg, digits8, on_eval=lambda p, _: seen.append(p))
     assert [p.index for p in seen] == [1, 2, 3, 4]
     assert [p.step for p in seen] == cfg.eval_steps() == [62, 125, 188, 250]
     assert seen[-1].metrics["val_loss"] < 0.8 * seen[0].metrics["val_loss"]
@@ -76,7 +76,7 @@ def test_resume_from_checkpoint_equals_an_uninterrupted_run(digits8: ImageData, 
     cfg = tiny_config(kimg=3, batch_size=32, num_evals=3, dropout=0.1, hflip=True, p_uncond=0.2, lr=1e-3)
     full = train(cfg, digits8)
 
-    def stop_at_second(point: EvalPoint) -> None:
+    def stop_at_second(point: EvalPoint, _ema: object) -> None:
         if point.index == 2:
             raise KeyboardInterrupt
 
@@ -84,7 +84,7 @@ def test_resume_from_checkpoint_equals_an_uninterrupted_run(digits8: ImageData, 
     with pytest.raises(KeyboardInterrupt):
         train(cfg, digits8, on_eval=stop_at_second, checkpoint=ckpt)
     replayed: list[EvalPoint] = []
-    resumed = train(cfg, digits8, on_eval=replayed.append, checkpoint=ckpt)
+    resumed = train(cfg, digits8, on_eval=lambda p, _: replayed.append(p), checkpoint=ckpt)
     assert [(p.index, p.replayed) for p in replayed] == [(1, True), (2, True), (3, False)]
     for a, b in zip(full.ema.state_dict().values(), resumed.ema.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)

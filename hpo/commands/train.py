@@ -31,7 +31,7 @@ def run_train(spec_path: Path, overrides: list[str], out: Path) -> None:
         data.image_size,
     )
 
-    def show(point: EvalPoint) -> None:
+    def show(point: EvalPoint, _ema: object) -> None:
         log.info(
             "eval %d/%d at %.1f kimg: val_loss %.4f", point.index, cfg.num_evals, point.kimg, point.metrics["val_loss"]
         )
