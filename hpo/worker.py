@@ -19,6 +19,7 @@ from types import FrameType
 
 import optuna
 from optuna.storages import RDBStorage
+from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.data import load_data
 from hpo.errors import HpoError
@@ -163,11 +164,22 @@ class Worker:
             while not self.stopping:
                 if self.opts.max_trials is not None and self.trials_run >= self.opts.max_trials:
                     break
-                outcomes = {}
-                for name in self.study_names():
-                    outcomes[name] = self.step(name)
-                    if outcomes[name] == "ran" or self.stopping:
-                        break
+                outcomes: dict[str, str] = {}
+                try:
+                    for name in self.study_names():
+                        outcomes[name] = self.step(name)
+                        if outcomes[name] == "ran" or self.stopping:
+                            break
+                except Exception as err:
+                    if not is_storage_error(err):
+                        raise
+                    # The database went away (restart, network): the running trial, if any, goes
+                    # stale and is retried from its checkpoint; this worker waits and carries on.
+                    log.warning(
+                        "storage unavailable (%s); retrying in %.0fs", type(err).__name__, self.opts.poll_seconds
+                    )
+                    time.sleep(self.opts.poll_seconds)
+                    continue
                 if "ran" in outcomes.values():
                     continue
                 if self.opts.exit_when_idle and all(o == "done" for o in outcomes.values()):
@@ -176,6 +188,17 @@ class Worker:
         finally:
             signal.signal(signal.SIGTERM, previous)
         return self.trials_run
+
+
+def is_storage_error(err: BaseException | None) -> bool:
+    """True when the database failed, also when Optuna's bookkeeping tripped over it (its
+    ``_run_trial`` then raises UnboundLocalError from the failed tell)."""
+    seen = 0
+    while err is not None and seen < 10:
+        if isinstance(err, (SQLAlchemyError, optuna.exceptions.StorageInternalError)):
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
 
 
 def _trial_id(study: optuna.Study, number: int) -> int:

@@ -1,0 +1,86 @@
+"""Tiny, fast specs and process helpers for the service tests (real workers, real databases)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TINY_SPEC: dict[str, Any] = {
+    "study": {"name": "tiny", "n_trials": 4, "heartbeat_interval": 1, "grace_period": 4, "max_retries": 2},
+    "data": {"source": "digits", "image_size": 8, "val_fraction": 0.1},
+    "train": {
+        "kimg": 0.8,
+        "num_evals": 2,
+        "base_channels": 8,
+        "channel_mult": [1, 2],
+        "dropout": 0.0,
+        "timesteps": 50,
+        "ddim_steps": 5,
+        "val_images": 32,
+        "device": "cpu",
+    },
+    "score": {"features": "classifier", "num_samples": 64, "batch_size": 64, "grid_size": 16},
+    "sampler": {"name": "random", "seed": 0},
+    "pruner": {"name": "median", "startup_trials": 2, "warmup_evals": 0},
+    "search": {
+        "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+        "batch_size": {"type": "categorical", "choices": [16, 32]},
+        "timesteps": {"type": "categorical", "choices": [50, 100]},
+        "schedule": {"type": "categorical", "choices": ["linear", "cosine"]},
+        "guidance_scale": {"type": "float", "low": 1.0, "high": 3.0},
+        "ddim_steps": {"type": "int", "low": 2, "high": 6, "step": 2},
+    },
+    "baselines": [],
+}
+
+
+def deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "search":
+            out[key] = deep_update(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def write_spec(folder: Path, name: str = "spec.yaml", **changes: Any) -> Path:
+    spec = deep_update(TINY_SPEC, changes)
+    spec["data"]["cache_dir"] = str(folder / "cache")
+    path = folder / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def hpo_env(url: str | None = None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HPO_STORAGE", None)
+    if url:
+        env["HPO_STORAGE"] = url
+    return env
+
+
+def hpo(
+    *args: str, url: str | None = None, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", *args], env=hpo_env(url), cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def start_worker(url: str, folder: Path, *extra: str) -> subprocess.Popen[str]:
+    args = ["worker", "--exit-when-idle", "--poll", "0.5", "--artifacts", str(folder / "artifacts"), *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpo", *args],
+        env=hpo_env(url),
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -1,0 +1,119 @@
+"""Every invalid spec gives one line naming the file and key path, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpo.cli import main
+from hpo.spec import load_spec
+from tests.service_helpers import TINY_SPEC, write_spec
+
+SHIPPED = sorted(Path(__file__).parent.parent.glob("search_spaces/*.yaml"))
+SIX = {"timesteps", "schedule", "lr", "batch_size", "guidance_scale", "ddim_steps"}
+
+
+def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["hpo", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    return int(exit_info.value.code or 0), capsys.readouterr().err
+
+
+def search_with(**params: Any) -> dict[str, Any]:
+    return {**TINY_SPEC["search"], **params}
+
+
+INVALID = {
+    "unknown key suggests the nearest": ({"train": {"learning_rate": 1e-3}}, "train.learning_rate: unknown key"),
+    "unknown search parameter": (
+        {"search": search_with(bach_size={"type": "int", "low": 1, "high": 2})},
+        "search.bach_size: not a trainer setting (did you mean 'batch_size'?)",
+    ),
+    "wrong type": ({"train": {"kimg": "lots"}}, "train.kimg: expected a number, got 'lots'"),
+    "low above high": (
+        {"search": search_with(lr={"type": "float", "low": 1e-2, "high": 1e-4})},
+        "search.lr.low: low=0.01 is greater than high=0.0001",
+    ),
+    "log range including 0": (
+        {"search": search_with(lr={"type": "float", "low": 0.0, "high": 1e-2, "log": True})},
+        "log=true needs low > 0",
+    ),
+    "unknown categorical value": (
+        {"search": search_with(schedule={"type": "categorical", "choices": ["linear", "cosin"]})},
+        "search.schedule.choices[1]: unknown value 'cosin' (did you mean 'cosine'?)",
+    ),
+    "ddim steps above T": (
+        {"search": search_with(ddim_steps={"type": "int", "low": 10, "high": 80})},
+        "search.ddim_steps: up to 80 DDIM steps but timesteps can be as low as 50",
+    ),
+    "guidance on an unconditional model": (
+        {"train": {"conditional": False}},
+        "search.guidance_scale: searched, but train.conditional is false",
+    ),
+    "budget too small for the evaluation points": (
+        {"train": {"kimg": 0.05, "num_evals": 4}},
+        "train.kimg: budget of 0.05 kimg at batch_size=64 is 1 steps",
+    ),
+    "unknown section": ({"serach": {}}, "serach: unknown key (did you mean 'search'?)"),
+    "unknown source": ({"data": {"source": "bikes"}}, "data.source: unknown source 'bikes'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_invalid_spec_prints_one_line_and_exits_2(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changes, expected = INVALID[case]
+    spec = write_spec(tmp_path, **changes)
+    code, err = run_cli(["launch", str(spec), "--storage", f"sqlite:///{tmp_path}/x.db"], monkeypatch, capsys)
+    assert code == 2
+    assert err.startswith(f"error: {spec}: ") and err.count("\n") == 1, err
+    assert expected in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "x.db").exists()  # nothing was created
+
+
+def test_yaml_syntax_error_names_the_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "broken.yaml"
+    spec.write_text("study:\n  name: [unclosed\n")
+    code, err = run_cli(["launch", str(spec)], monkeypatch, capsys)
+    assert code == 2 and "not valid YAML at line" in err and err.count("\n") == 1
+
+
+def test_missing_spec_file(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_cli(["launch", "nowhere.yaml"], monkeypatch, capsys)
+    assert code == 2 and "file not found: nowhere.yaml" in err
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_shipped_specs_are_valid_and_search_the_missions_six(path: Path) -> None:
+    spec = load_spec(path)
+    assert set(spec.search) >= SIX
+    assert spec.baselines, "a baseline a person would try first"
+    for baseline in spec.baselines:
+        spec.train_config(baseline)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_every_key_in_shipped_specs_is_commented(path: Path) -> None:
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip() and not line.lstrip().startswith("#") and ":" in line and not line.lstrip().startswith("-"):
+            assert "#" in line, f"{path.name}:{number} has no comment: {line}"
+
+
+def test_float_written_without_a_dot_is_read_as_a_number(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, train={"lr": "2e-3"}))
+    assert spec.train.lr == 2e-3
+
+
+def test_fingerprint_ignores_n_trials_only(tmp_path: Path) -> None:
+    a = load_spec(write_spec(tmp_path, "a.yaml"))
+    b = load_spec(write_spec(tmp_path, "b.yaml", study={**TINY_SPEC["study"], "n_trials": 40}))
+    c = load_spec(write_spec(tmp_path, "c.yaml", train={"kimg": 2}))
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
