@@ -168,7 +168,7 @@ def test_create_or_resume_enqueues_baselines_once(pg_url: str, tmp_path: Path) -
     base = {"lr": 1e-3, "batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "ddim_steps": 4}
     spec = load_spec(write_spec(tmp_path, baselines=[base]))
     storage = open_storage(resolve_url(pg_url))
-    study, created = create_or_resume(spec, storage)
+    _study, created = create_or_resume(spec, storage)
     again, created_again = create_or_resume(spec, storage)
     assert created and not created_again
     waiting = again.get_trials(states=(TrialState.WAITING,))
