@@ -126,6 +126,34 @@ def status_cmd(
     typer.echo(status_text(resolve_url(storage), study))
 
 
+@app.command("report")
+def report_cmd(
+    study: Annotated[str, typer.Argument(help="study name")],
+    storage: StorageOpt = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="HTML file (default reports/STUDY.html)")] = None,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+) -> None:
+    """Write the study's self-contained HTML report (works on running studies too)."""
+    from hpo.commands.report import run_report
+    from hpo.storage import resolve_url
+
+    typer.echo(f"report: {run_report(resolve_url(storage), study, out=out, artifacts=artifacts)}")
+
+
+@app.command("dashboard")
+def dashboard_cmd(
+    storage: StorageOpt = None,
+    host: Annotated[str, typer.Option(help="bind address; 0.0.0.0 inside a container")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8080,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+) -> None:
+    """Serve optuna-dashboard on the study storage, with sample grids and checkpoints per trial."""
+    from hpo.commands.dashboard import run_dashboard
+    from hpo.storage import resolve_url
+
+    run_dashboard(resolve_url(storage), host=host, port=port, artifacts=artifacts)
+
+
 @app.command("fetch-weights")
 def fetch_weights_cmd(
     dest: Annotated[Path | None, typer.Option(help="where to write (default $HPO_FID_WEIGHTS or ~/.cache/hpo)")] = None,

@@ -8,6 +8,7 @@ import math
 import socket
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,9 @@ class StudyContext:
     def checkpoint_path(self, trial: optuna.Trial) -> Path:
         """Shared by a trial and its retries, so a retry resumes where the lost worker stopped."""
         frozen = trial.study._storage.get_trial(trial._trial_id)
-        root = RetryHeartbeatStaleTrialCallback.retried_trial_number(frozen)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            root = RetryHeartbeatStaleTrialCallback.retried_trial_number(frozen)
         number = trial.number if root is None else root
         return self.artifact_dir / "checkpoints" / self.name / f"trial-{number}.pt"
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -32,6 +34,7 @@ from hpo.storage import Heartbeat, open_storage, redact, retry_callback
 from hpo.study import SPEC_ATTR, make_pruner, make_sampler, progress, stored_spec
 
 log = logging.getLogger("hpo.worker")
+REPORTED_ATTR = "hpo_report_written"
 
 
 class WorkerStopping(KeyboardInterrupt):
@@ -50,11 +53,16 @@ class WorkerOptions:
     poll_seconds: float = 5.0
     device: str = "auto"
     threads: int | None = None  # torch CPU threads (local workers share the cores)
+    report_dir: Path | None = Path("reports")  # the worker that finishes a study writes its report here
+
+
+Objective = Callable[[optuna.Trial, StudyContext, Callable[[], None]], float]
 
 
 class Worker:
-    def __init__(self, opts: WorkerOptions) -> None:
+    def __init__(self, opts: WorkerOptions, objective: Objective = run_objective) -> None:
         self.opts = opts
+        self.objective = objective
         self.device = resolve_device(opts.device)
         self.contexts: dict[str, tuple[StudyContext, optuna.Study, RDBStorage]] = {}
         self.trials_run = 0
@@ -121,9 +129,30 @@ class Worker:
             if p.waiting == 0 and p.slots >= n_trials:
                 return "done" if p.done else "busy"
             self._optimize_one(study, ctx, lock, storage)
-            return "ran"
         finally:
             lock.release()
+        if self.opts.report_dir is None:
+            return "ran"
+        with lock:
+            if progress(study, n_trials).done and not study.user_attrs.get(REPORTED_ATTR):
+                study.set_user_attr(REPORTED_ATTR, True)
+                self.write_report(study)
+        return "ran"
+
+    def write_report(self, study: optuna.Study) -> None:
+        """The worker that finishes a study's last trial writes its report."""
+        from hpo.commands.report import default_report_path
+        from hpo.report import write_report
+
+        try:
+            path = write_report(
+                study,
+                self.opts.report_dir / default_report_path(study.study_name).name,
+                artifact_dir=self.opts.artifact_dir,
+            )
+            log.info("study %s is done; report: %s", study.study_name, path)
+        except Exception:  # a report must never take a worker down
+            log.exception("could not write the report of %s", study.study_name)
 
     def _optimize_one(self, study: optuna.Study, ctx: StudyContext, lock: StartLock, storage: RDBStorage) -> None:
         number: list[int] = []
@@ -131,7 +160,7 @@ class Worker:
         def objective(trial: optuna.Trial) -> float:
             number.append(trial.number)
             try:
-                return run_objective(trial, ctx, on_start=lock.release)
+                return self.objective(trial, ctx, lock.release)
             except WorkerStopping:
                 trial.set_user_attr("fail_reason", "worker_stopped")
                 raise
@@ -145,7 +174,8 @@ class Worker:
 
         self.in_trial = True
         try:
-            study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True)
+            # gc after a trial frees GPU memory held in cycles; on the CPU it only costs time
+            study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=self.device.type == "cuda")
         except WorkerStopping:
             self.in_trial = False
             callback = retry_callback(storage)
@@ -159,7 +189,8 @@ class Worker:
 
     def serve(self) -> int:
         """Loop until done (``exit_when_idle``), ``max_trials`` reached, or SIGTERM."""
-        previous = signal.signal(signal.SIGTERM, self.handle_sigterm)
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, self.handle_sigterm) if main_thread else None
         try:
             while not self.stopping:
                 if self.opts.max_trials is not None and self.trials_run >= self.opts.max_trials:
@@ -186,7 +217,8 @@ class Worker:
                     break
                 time.sleep(self.opts.poll_seconds)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
         return self.trials_run
 
 

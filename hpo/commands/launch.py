@@ -10,7 +10,9 @@ from pathlib import Path
 
 import optuna
 
+from hpo.commands.report import default_report_path
 from hpo.commands.status import progress_line, trials_table
+from hpo.report import write_report
 from hpo.scoring.score import preflight
 from hpo.spec import load_spec
 from hpo.storage import STORAGE_ENV, is_sqlite, open_storage, redact, resolve_url
@@ -118,13 +120,5 @@ def run_launch(
         raise SystemExit(130) from None
     for proc in procs:
         proc.wait()
-    finish(study, report)
-
-
-def finish(study: optuna.Study, report: Path | None) -> None:
     print(trials_table(study))
-    if report is not None:
-        from hpo.report import write_report
-
-        path = write_report(study, report, artifact_dir=None)
-        print(f"report: {path}")
+    print(f"report: {write_report(study, default_report_path(name), artifact_dir=artifacts)}")

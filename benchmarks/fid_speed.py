@@ -1,0 +1,76 @@
+"""Scoring cost on this machine: seconds per 1 000 scored samples (DDIM sampling and feature
+extraction separately) at 16 and 32 px, and the share of a quickstart trial spent scoring.
+
+    .venv/bin/python benchmarks/fid_speed.py
+
+Peer: the trial's own training time at the quickstart settings (target: scoring < 20 % of a trial).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from hpo.config import DataConfig, ScoreConfig
+from hpo.data import load_data
+from hpo.scoring.score import make_scorer, score
+from hpo.spec import load_spec
+from hpo.train import build_model, make_schedule, train
+
+SPEC = Path(__file__).parent.parent / "search_spaces" / "digits.yaml"
+N = 500
+
+
+def per_thousand(source: str, size: int, cache: Path) -> None:
+    spec = load_spec(SPEC)
+    data = load_data(DataConfig(source=source, image_size=size, cache_dir=str(cache), num_images=2000))
+    cfg = spec.train_config(dict(spec.baselines[0])).replace(ddim_steps=20, guidance_scale=2.0)
+    model = build_model(cfg, data).eval()
+    scorer = make_scorer(
+        ScoreConfig(features="classifier", num_samples=N, batch_size=250),
+        data,
+        device=torch.device("cpu"),
+        cache_dir=cache / "scoring",
+    )
+    s = score(scorer, model, make_schedule(cfg), cfg, class_frequencies=data.class_frequencies())
+    k = 1000 / N
+    print(
+        f"{source:7s} {size:3d}px: sampling {s.sampling_seconds * k:6.1f} s / 1000 samples (20 DDIM steps, guided), "
+        f"features {s.feature_seconds * k:5.2f} s / 1000"
+    )
+
+
+def quickstart_share(cache: Path) -> None:
+    spec = load_spec(SPEC)
+    data = load_data(DataConfig(**{**spec.data.__dict__, "cache_dir": str(cache)}))
+    params = dict(spec.baselines[0])
+    cfg = spec.train_config(params)
+    scorer = make_scorer(spec.score, data, device=torch.device("cpu"), cache_dir=cache / "scoring")
+    t0 = time.perf_counter()
+    result = train(cfg, data)
+    t1 = time.perf_counter()
+    for steps, w in ((cfg.ddim_steps, cfg.guidance_scale), (20, 2.0)):
+        c = cfg.replace(ddim_steps=steps, guidance_scale=w)
+        t2 = time.perf_counter()
+        score(scorer, result.ema, result.schedule, c, class_frequencies=data.class_frequencies())
+        t3 = time.perf_counter()
+        share = (t3 - t2) / ((t1 - t0) + (t3 - t2))
+        print(
+            f"quickstart trial ({steps} DDIM steps, guidance {w}): training {t1 - t0:.1f} s, scoring "
+            f"{spec.score.num_samples} samples {t3 - t2:.1f} s -> scoring is {share:.0%} of the trial (target < 20%)"
+        )
+
+
+def main() -> None:
+    print(f"{torch.get_num_threads()} CPU threads")
+    with tempfile.TemporaryDirectory() as tmp:
+        per_thousand("digits", 16, Path(tmp))
+        per_thousand("shapes", 32, Path(tmp))
+        quickstart_share(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

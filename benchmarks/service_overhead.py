@@ -1,0 +1,154 @@
+"""Storage overhead per trial (ask + reports + tell) on PostgreSQL: hpo's worker loop (start lock,
+exact trial count, one trial per optimize call) against plain Optuna doing the same trials.
+
+Training is replaced by sleeps; workers are threads, each with its own storage and connection pool,
+as separate processes would have. 1, 8 and 32 concurrent workers; studies already holding 100 and
+1 000 finished trials. Starts its own throwaway PostgreSQL server (as in the tests).
+
+    .venv/bin/python benchmarks/service_overhead.py [--quick]
+
+Targets: ours <= 1.1x plain Optuna, and < 2 % of a 60-second trial at 32 workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import optuna
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+from hpo.objective import StudyContext
+from hpo.spec import load_spec
+from hpo.storage import Heartbeat, open_storage, resolve_url
+from hpo.study import create_or_resume, make_pruner, make_sampler
+from hpo.worker import Worker, WorkerOptions
+from tests.pg import start_server, stop_server
+from tests.service_helpers import write_spec
+
+REPORTS, SLEEP = 4, 0.05  # per trial: 4 intermediate reports, 50 ms of "training" before each
+
+
+def fake_training(trial: optuna.Trial) -> float:
+    x = trial.suggest_float("lr", 1e-4, 1e-2, log=True)
+    for step in range(1, REPORTS + 1):
+        time.sleep(SLEEP)
+        trial.report(x * step, step=step)
+        if trial.should_prune():
+            raise optuna.TrialPruned
+    return x
+
+
+def prefill(url: str, name: str, n: int) -> None:
+    study = optuna.load_study(study_name=name, storage=open_storage(url))
+    dist = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}
+    for i in range(n):
+        lr = 1e-4 * (1 + i % 97)
+        study.add_trial(
+            optuna.create_trial(
+                params={"lr": lr},
+                distributions=dist,
+                value=lr,
+                intermediate_values={s: lr * s for s in range(1, REPORTS + 1)},
+            )
+        )
+
+
+def run_threads(n_workers: int, body: object) -> float:
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n_workers)]  # type: ignore[arg-type]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
+def ours(url: str, spec_path: Path, name: str, n_workers: int, per_worker: int) -> float:
+    spec = load_spec(spec_path)
+
+    def objective(trial: optuna.Trial, ctx: StudyContext, on_start: object) -> float:
+        on_start()  # type: ignore[operator]
+        return fake_training(trial)
+
+    def body(i: int) -> None:
+        worker = Worker(
+            WorkerOptions(
+                url=url, study=name, max_trials=per_worker, poll_seconds=0.05, worker_index=i, report_dir=None
+            ),  # the once-per-study report is not per-trial overhead
+            objective=objective,
+        )
+        ctx = StudyContext(name, spec, None, worker.device, Path("unused"), Path("unused"))  # type: ignore[arg-type]
+        worker.contexts[name] = (ctx, *_study(url, spec, name, i))  # type: ignore[assignment]
+        worker.serve()
+
+    return run_threads(n_workers, body)
+
+
+def _study(url: str, spec: object, name: str, i: int) -> tuple[optuna.Study, object]:
+    storage = open_storage(url, Heartbeat(60, None, 2))
+    study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec, i), pruner=make_pruner(spec))  # type: ignore[arg-type]
+    return study, storage
+
+
+def plain(url: str, spec_path: Path, name: str, n_workers: int, per_worker: int) -> float:
+    spec = load_spec(spec_path)
+
+    def body(i: int) -> None:
+        study, _ = _study(url, spec, name, i)
+        study.optimize(fake_training, n_trials=per_worker)
+
+    return run_threads(n_workers, body)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer configurations")
+    args = parser.parse_args()
+    logging.disable(logging.INFO)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    server = start_server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            configs = [(1, 100), (8, 100), (32, 100), (8, 1000), (32, 1000)]
+            if args.quick:
+                configs = [(1, 100), (8, 100), (32, 1000)]
+            print(
+                f"{'workers':>7} {'finished':>8} {'plain ms/trial':>15} {'hpo ms/trial':>13} {'ratio':>6} {'% of 60 s':>9}"
+            )
+            for n_workers, finished in configs:
+                per_worker = max(2, 64 // n_workers)
+                row = []
+                for label, runner in (("plain", plain), ("hpo", ours)):
+                    name = f"{label}-{n_workers}-{finished}"
+                    url = resolve_url(server.create_database(name.replace("-", "_")))
+                    spec_path = write_spec(
+                        Path(tmp),
+                        f"{name}.yaml",
+                        study={"name": name, "n_trials": finished + n_workers * per_worker},
+                        search={"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
+                        sampler={"name": "tpe", "seed": 0, "n_startup_trials": 10},
+                    )
+                    create_or_resume(load_spec(spec_path), open_storage(url))
+                    prefill(url, name, finished)
+                    wall = runner(url, spec_path, name, n_workers, per_worker)
+                    trials = n_workers * per_worker
+                    # wall × workers is the workers' total time; subtract the sleeps they all did
+                    overhead = (wall * n_workers - trials * REPORTS * SLEEP) / trials
+                    row.append(overhead)
+                print(
+                    f"{n_workers:7d} {finished:8d} {row[0] * 1000:15.1f} {row[1] * 1000:13.1f} {row[1] / row[0]:6.2f} "
+                    f"{row[1] / 60 * 100:8.2f}%"
+                )
+    finally:
+        stop_server(server)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The HTML report from a real small study, opened in headless Chromium; and the dashboard."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import optuna
+import pytest
+from PIL import Image
+
+from hpo.report import write_report
+from tests.report_study import build_study
+from tests.service_helpers import hpo_env
+
+pytestmark = pytest.mark.slow
+HOSTILE = "<script>alert(1)</script>"
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        import os
+
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is required in CI (Debian package chromium)")
+        pytest.skip("chromium not installed")
+    return path
+
+
+def browse(url: str, tmp: Path, *, screenshot: Path | None = None) -> tuple[str, str]:
+    """(rendered DOM, browser log) after the page's scripts ran."""
+    args = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=15000",
+        "--window-size=1280,2400",
+    ]
+    if screenshot is not None:
+        args.append(f"--screenshot={screenshot}")
+    else:
+        args.append("--dump-dom")
+    done = subprocess.run([*args, url], capture_output=True, text=True, timeout=120)
+    return done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path, str]:
+    folder = tmp_path_factory.mktemp("report")
+    study, artifacts = build_study(folder)
+    path = write_report(study, folder / "report.html", artifact_dir=artifacts)
+    return study, path, path.read_text()
+
+
+def test_report_has_every_section_with_figures_and_embedded_images(report: tuple[optuna.Study, Path, str]) -> None:
+    _, _, page = report
+    for heading in (
+        "Summary",
+        "Which hyperparameters mattered",
+        "Is it learning?",
+        "The search",
+        "Samples",
+        "Failures and pruned trials",
+    ):
+        assert f"<h2>{heading}</h2>" in page
+    assert "classifier-FID" in page and "not comparable with Inception FID" in page
+    assert "pruning saved about" in page
+    assert page.count('class="plotly-graph-div"') >= 8  # importances ×2, curves, history, parallel, slice, contour, …
+    assert page.count("data:image/png;base64,") >= 4  # best trials' grids and the per-evaluation grids
+    assert not re.search(r"<(script|img|link)[^>]+(src|href)=[\"']?https?:", page)  # self-contained: opens offline
+    failures = page[page.index("Failures and pruned trials") :]
+    for reason in ("nan_loss", "oom", "worker_lost"):
+        assert f"<td>{reason}</td>" in failures
+    assert re.search(r"(lr|guidance_scale|ddim_steps) [≥≤=]", failures) or "—" in failures
+
+
+def test_report_renders_in_chromium_without_javascript_errors(
+    report: tuple[optuna.Study, Path, str], tmp_path: Path
+) -> None:
+    _, path, page = report
+    dom, log = browse(path.as_uri(), tmp_path)
+    assert "Uncaught" not in log and "SyntaxError" not in log, log[-2000:]
+    assert dom.count('class="main-svg"') >= 2 * page.count('class="plotly-graph-div"')  # every plot drew its SVG
+    shot = tmp_path / "report.png"
+    browse(path.as_uri(), tmp_path, screenshot=shot)
+    image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+    assert len(set(image.resize((320, 600)).getdata())) > 50  # not blank
+
+
+def test_hostile_study_name_renders_as_text(tmp_path: Path) -> None:
+    study = optuna.create_study(study_name=HOSTILE, storage=f"sqlite:///{tmp_path / 'x.db'}")
+    for i in range(4):
+        study.add_trial(
+            optuna.create_trial(
+                params={HOSTILE: float(i), "lr": 10.0**-i},
+                distributions={
+                    HOSTILE: optuna.distributions.FloatDistribution(0, 5),
+                    "lr": optuna.distributions.FloatDistribution(1e-4, 1, log=True),
+                },
+                value=float(i),
+                user_attrs={"fail_reason": HOSTILE, "samples": HOSTILE},
+            )
+        )
+    path = write_report(study, tmp_path / "hostile.html", artifact_dir=None)
+    page = path.read_text()
+    assert HOSTILE not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    dom, log = browse(path.as_uri(), tmp_path)
+    assert "Uncaught" not in log
+    assert "Study &lt;script&gt;alert(1)&lt;/script&gt;" in dom  # shown as text, not run
+
+
+def test_dashboard_serves_the_study_and_its_page_loads(report: tuple[optuna.Study, Path, str], tmp_path: Path) -> None:
+    study, path, _ = report
+    url = f"sqlite:///{path.parent / 'hpo.db'}"
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hpo",
+            "dashboard",
+            "--storage",
+            url,
+            "--port",
+            str(port),
+            "--artifacts",
+            str(path.parent / "artifacts"),
+        ],
+        env=hpo_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        api = f"http://127.0.0.1:{port}/api/studies"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(api, timeout=5) as response:
+                    studies = json.load(response)["study_summaries"]
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, (
+                    server.stderr.read() if server.stderr else ""
+                )
+                time.sleep(0.5)
+        assert [s["study_name"] for s in studies] == [study.study_name]
+        dom, log = browse(f"http://127.0.0.1:{port}/dashboard", tmp_path)
+        assert study.study_name in dom, log[-2000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
