@@ -120,7 +120,8 @@ def main() -> None:
             if args.quick:
                 configs = [(1, 100), (8, 100), (32, 1000)]
             print(
-                f"{'workers':>7} {'finished':>8} {'plain ms/trial':>15} {'hpo ms/trial':>13} {'ratio':>6} {'% of 60 s':>9}"
+                f"{'workers':>7} {'finished':>8} {'plain ms/trial':>15} {'hpo ms/trial':>13} {'ratio':>6} "
+                f"{'% of 60 s':>9}"
             )
             for n_workers, finished in configs:
                 per_worker = max(2, 64 // n_workers)

@@ -147,7 +147,7 @@ class Worker:
         try:
             path = write_report(
                 study,
-                self.opts.report_dir / default_report_path(study.study_name).name,
+                (self.opts.report_dir or Path("reports")) / default_report_path(study.study_name).name,
                 artifact_dir=self.opts.artifact_dir,
             )
             log.info("study %s is done; report: %s", study.study_name, path)
