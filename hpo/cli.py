@@ -71,13 +71,20 @@ def launch_cmd(
     detach: Annotated[bool, typer.Option(help="start and return at once")] = False,
     new_name: Annotated[str | None, typer.Option(help="create the study under this name instead")] = None,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    skip_doctor: Annotated[bool, typer.Option(help="start without the `hpo doctor --fast` checks")] = False,
 ) -> None:
     """Create (or resume) the study for SPEC, run local workers, follow progress, then report."""
     from hpo.commands.launch import run_launch
 
     setup_logging()
     run_launch(
-        spec, storage=storage, workers=workers, detach=detach, new_name=new_name, artifacts=artifacts, report=None
+        spec,
+        storage=storage,
+        workers=workers,
+        detach=detach,
+        new_name=new_name,
+        artifacts=artifacts,
+        doctor=not skip_doctor,
     )
 
 
@@ -124,6 +131,32 @@ def status_cmd(
     from hpo.storage import resolve_url
 
     typer.echo(status_text(resolve_url(storage), study))
+
+
+@app.command("doctor")
+def doctor_cmd(
+    spec: SpecArg,
+    fast: Annotated[bool, typer.Option(help="data range, overfit, gradients and conditioning only")] = False,
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for the grid of preprocessed images")] = Path(
+        "runs/doctor"
+    ),
+    memory_limit_gb: Annotated[
+        float | None, typer.Option(help="memory budget (default: GPU memory or 80% RAM)")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="workers, for the predicted study time")] = 1,
+) -> None:
+    """Check data, model and training step for the classic mistakes; exit 1 on any failure."""
+    from hpo.doctor.run import run_doctor
+    from hpo.spec import load_spec
+
+    setup_logging()
+    checks = run_doctor(load_spec(spec), fast=fast, out_dir=out, memory_limit_gb=memory_limit_gb, workers=workers)
+    for check in checks:
+        typer.echo(check.line())
+    failed = [c for c in checks if c.status == "fail"]
+    typer.echo(f"{len(failed)} failed, {sum(c.status == 'warn' for c in checks)} warnings, {len(checks)} checks")
+    if failed:
+        raise SystemExit(1)
 
 
 @app.command("report")

@@ -9,15 +9,17 @@ import torch
 from hpo.config import TrainConfig
 from hpo.data import ImageData, to_model_range
 from hpo.diffusion.losses import diffusion_loss
+from hpo.diffusion.unet import UNet
 from hpo.runtime import resolve_device
 from hpo.train import build_model, make_schedule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OverfitResult:
     initial_loss: float
     final_loss: float
     steps: int
+    model: UNet  # the overfitted network, for checks that need a model that learned something
 
     @property
     def factor(self) -> float:
@@ -45,4 +47,4 @@ def overfit_single_batch(
             loss.backward()
             opt.step()
             losses.append(loss.item())
-    return OverfitResult(losses[0], min(losses[-10:]), steps)
+    return OverfitResult(losses[0], min(losses[-10:]), steps, model.eval())

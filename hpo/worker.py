@@ -183,6 +183,13 @@ class Worker:
                 callback(study, study._storage.get_trial(_trial_id(study, number[0])))
             log.info("stopped by SIGTERM: trial %s queued for retry", number[0] if number else "-")
             return
+        except Exception as err:
+            if not (number and failed_elsewhere(study, number[0])):
+                raise
+            # Our heartbeats lapsed (e.g. the database restarted) and another worker failed the
+            # trial as stale and queued its retry; that retry resumes from the checkpoint.
+            log.warning("trial %d was failed as stale while it ran (%s); its retry takes over", number[0], err)
+            return
         finally:
             self.in_trial = False
         self.trials_run += 1
@@ -231,6 +238,13 @@ def is_storage_error(err: BaseException | None) -> bool:
             return True
         err, seen = err.__cause__ or err.__context__, seen + 1
     return False
+
+
+def failed_elsewhere(study: optuna.Study, number: int) -> bool:
+    try:
+        return study._storage.get_trial(_trial_id(study, number)).state == optuna.trial.TrialState.FAIL
+    except Exception:  # the database may still be away
+        return True
 
 
 def _trial_id(study: optuna.Study, number: int) -> int:

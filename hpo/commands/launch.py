@@ -12,9 +12,10 @@ import optuna
 
 from hpo.commands.report import default_report_path
 from hpo.commands.status import progress_line, trials_table
+from hpo.errors import HpoError
 from hpo.report import write_report
 from hpo.scoring.score import preflight
-from hpo.spec import load_spec
+from hpo.spec import Spec, load_spec
 from hpo.storage import STORAGE_ENV, is_sqlite, open_storage, redact, resolve_url
 from hpo.study import create_or_resume, progress
 
@@ -51,6 +52,21 @@ def start_workers(
         )
         for i in range(n)
     ]
+
+
+def preflight_doctor(spec: Spec) -> None:
+    """`hpo doctor --fast`: refuse to start a study whose data or model is broken."""
+    from hpo.doctor.run import run_doctor
+
+    checks = run_doctor(spec, fast=True, out_dir=Path("runs") / "doctor")
+    failed = [c for c in checks if c.status == "fail"]
+    for check in failed:
+        print(check.line(), file=sys.stderr)
+    if failed:
+        raise HpoError(
+            f"`hpo doctor --fast` failed {len(failed)} check(s) above; fix them, or launch with --skip-doctor"
+        )
+    print(f"hpo doctor --fast: {len(checks)} checks passed")
 
 
 def format_seconds(s: float) -> str:
@@ -95,11 +111,13 @@ def run_launch(
     detach: bool,
     new_name: str | None,
     artifacts: Path,
-    report: Path | None,
+    doctor: bool = True,
 ) -> None:
     spec = load_spec(spec_path)
     url = resolve_url(storage)
     preflight(spec.score)
+    if doctor:
+        preflight_doctor(spec)
     study, created = create_or_resume(spec, open_storage(url), name=new_name)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")

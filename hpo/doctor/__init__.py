@@ -1,0 +1,1 @@
+"""``hpo doctor``: the classic diffusion-training mistakes, caught before GPU hours are spent."""

@@ -1,0 +1,123 @@
+"""Data checks: counts, source sizes, unreadable files, duplicates, constant images, and the value
+range of the batches the trainer actually builds."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from hpo.config import DataConfig
+from hpo.data import ImageData, list_images, to_uint8
+from hpo.doctor.result import Check
+from hpo.generate import save_grid
+
+
+def counts(data: ImageData) -> Check:
+    train = Counter(data.train_labels.tolist())
+    val = Counter(data.val_labels.tolist())
+    per_class = ", ".join(f"{data.class_names[c]}: {train.get(c, 0)}/{val.get(c, 0)}" for c in range(data.num_classes))
+    short = [data.class_names[c] for c in range(data.num_classes) if train.get(c, 0) < 10]
+    text = f"{data.train_images.shape[0]} train / {data.val_images.shape[0]} validation images; per class {per_class}"
+    if short:
+        return Check(
+            "data: counts",
+            "warn",
+            f"{text}; classes with < 10 training images: {', '.join(short)}",
+            "add images or merge those classes",
+        )
+    return Check("data: counts", "pass", text)
+
+
+def source_files(cfg: DataConfig) -> Check:
+    """Sizes and modes before preprocessing, and unreadable files (folder sources)."""
+    if cfg.source != "folder":
+        return Check("data: source files", "skip", f"built-in source {cfg.source!r}")
+    files = list_images(Path(cfg.path or ""))
+    sizes: Counter[tuple[int, int]] = Counter()
+    modes: Counter[str] = Counter()
+    bad: list[Path] = []
+    for path in files:
+        try:
+            with Image.open(path) as img:
+                img.verify()
+            with Image.open(path) as img:
+                sizes[img.size] += 1
+                modes[img.mode] += 1
+        except Exception:
+            bad.append(path)
+    small = sum(n for (w, h), n in sizes.items() if min(w, h) < cfg.image_size)
+    common = ", ".join(f"{w}x{h} ({n})" for (w, h), n in sizes.most_common(3))
+    text = f"{len(files)} files; sizes {common}; modes {dict(modes)}"
+    if bad:
+        return Check(
+            "data: source files",
+            "fail" if len(bad) * 2 > len(files) else "warn",
+            f"{text}; {len(bad)} unreadable, e.g. {bad[0]}",
+            "delete or re-export the unreadable files",
+        )
+    if small:
+        return Check(
+            "data: source files",
+            "warn",
+            f"{text}; {small} smaller than image_size={cfg.image_size}",
+            "lower image_size or drop the small images (they are upscaled)",
+        )
+    return Check("data: source files", "pass", text)
+
+
+def duplicates_and_constants(data: ImageData) -> list[Check]:
+    images = torch.cat([data.train_images, data.val_images]).cpu()
+    digests = Counter(hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in images)
+    dupes = sum(n - 1 for n in digests.values() if n > 1)
+    leak = len(
+        {hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in data.train_images.cpu()}
+        & {hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in data.val_images.cpu()}
+    )
+    std = images.float().flatten(1).std(dim=1)
+    flat = int((std < 2.0).sum())
+    out = [
+        Check(
+            "data: duplicates",
+            "warn" if dupes else "pass",
+            f"{dupes} exact duplicate(s) after preprocessing, {leak} shared by train and validation"
+            if dupes
+            else "no exact duplicates",
+            "remove duplicates: they inflate memorisation and leak into validation",
+        ),
+        Check(
+            "data: constant images",
+            "warn" if flat else "pass",
+            f"{flat} near-constant image(s) (pixel std < 2/255)" if flat else "no near-empty or constant images",
+            "remove blank frames and placeholder images",
+        ),
+    ]
+    return out
+
+
+def value_range(batch: torch.Tensor, grid: Path) -> Check:
+    """The range of a batch as the trainer builds it; writes what the model sees to ``grid``."""
+    lo, hi = float(batch.min()), float(batch.max())
+    save_grid(to_uint8(batch[:64].clamp(-1, 1)), grid, nrow=8)
+    text = f"training batch spans [{lo:.3g}, {hi:.3g}]; grid of what the model sees: {grid}"
+    if hi > 1.5:
+        return Check(
+            "data: value range",
+            "fail",
+            f"{text} — a [0, 255] pipeline",
+            "divide by 127.5 and subtract 1 (hpo.data.to_model_range)",
+        )
+    if lo >= -0.01 and hi <= 1.01:
+        return Check(
+            "data: value range",
+            "fail",
+            f"{text} — a [0, 1] pipeline: the model never sees negative "
+            "values and noise swamps the signal at half the scale",
+            "map images to [-1, 1]: x * 2 - 1",
+        )
+    if lo < -1.01 or hi > 1.01 or hi - lo < 1.0:
+        return Check("data: value range", "warn", f"{text} — not the expected [-1, 1]", "normalise to [-1, 1]")
+    return Check("data: value range", "pass", text)

@@ -1,0 +1,212 @@
+"""Model and training-step checks on a few real steps: overfitting one batch, gradients reaching
+every parameter, the network using t and the class, mixed precision, memory and speed, and the top
+of the learning-rate range."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import torch
+
+from hpo.config import TrainConfig
+from hpo.data import ImageData, to_model_range
+from hpo.diagnose import overfit_single_batch
+from hpo.diffusion.unet import UNet
+from hpo.doctor.result import Check
+from hpo.train import Trainer, TrainingAborted
+
+OVERFIT_FACTOR = 10.0
+
+
+def overfit(cfg: TrainConfig, data: ImageData, steps: int) -> tuple[Check, UNet]:
+    r = overfit_single_batch(cfg, data, steps=steps)
+    text = f"loss on one fixed batch {r.initial_loss:.3g} → {r.final_loss:.3g} ({r.factor:.0f}× in {r.steps} steps)"
+    if r.factor >= OVERFIT_FACTOR:
+        return Check("model: overfit one batch", "pass", text), r.model
+    return Check(
+        "model: overfit one batch",
+        "fail",
+        f"{text}; a working model drives it down {OVERFIT_FACTOR:.0f}×",
+        "the network or the training step is broken: check frozen layers, the loss target, the data",
+    ), r.model
+
+
+def gradient_flow(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 3) -> Check:
+    """Every parameter gets a finite non-zero gradient within a few steps and then changes."""
+    trainer = Trainer(cfg.replace(grad_clip=0.0, warmup_kimg=0.0), data, device)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    got_grad: set[str] = set()
+    bad: list[str] = []
+    for _ in range(steps):
+        trainer.train_step()
+        for name, p in trainer.model.named_parameters():
+            if p.grad is None:
+                continue
+            if not torch.isfinite(p.grad).all():
+                bad.append(name)
+            elif p.grad.abs().max() > 0:
+                got_grad.add(name)
+    names = [n for n, _ in trainer.model.named_parameters()]
+    frozen = [n for n, p in trainer.model.named_parameters() if not p.requires_grad]
+    no_grad = [n for n in names if n not in got_grad and n not in frozen]
+    unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(p.detach(), before[n])]
+    if bad:
+        return Check(
+            "model: gradients", "fail", f"non-finite gradients in {_few(bad)}", "lower lr, check the data range"
+        )
+    if frozen or no_grad:
+        parts = ([f"frozen (requires_grad=False): {_few(frozen)}"] if frozen else []) + (
+            [f"no gradient, not connected to the loss: {_few(no_grad)}"] if no_grad else []
+        )
+        return Check("model: gradients", "fail", "; ".join(parts), "unfreeze the layers or connect them to the output")
+    if unchanged:
+        return Check(
+            "model: gradients",
+            "fail",
+            f"parameters unchanged by {steps} optimizer steps: {_few(unchanged)}",
+            "check the optimizer's parameter list and learning rate",
+        )
+    return Check(
+        "model: gradients", "pass", f"all {len(names)} parameter tensors get finite, non-zero gradients and change"
+    )
+
+
+def _few(names: Iterable[str], n: int = 4) -> str:
+    names = list(names)
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+@torch.no_grad()
+def conditioning(model: UNet, data: ImageData) -> list[Check]:
+    """The output must depend on t, and on the class for conditional networks."""
+    device = next(model.parameters()).device
+    x0 = to_model_range(data.val_images[:16].to(device))
+    x = 0.7 * x0 + 0.7 * torch.randn(x0.shape, generator=torch.Generator().manual_seed(0)).to(device)
+    labels = data.val_labels[:16].to(device) if model.cfg.num_classes else None
+    t = torch.full((x.shape[0],), 100.0, device=device)
+    base = model(x, t, labels)
+    scale = base.abs().mean().clamp_min(1e-8)
+    dt = float((model(x, t * 9, labels) - base).abs().mean() / scale)
+    out = [
+        Check(
+            "model: uses the timestep",
+            "pass" if dt > 1e-2 else "fail",
+            f"output changes by {dt:.2%} between t=100 and t=900 (of 1000)",
+            "the time embedding does not reach the network: check timestep_embedding and its MLP",
+        )
+    ]
+    if labels is None:
+        out.append(Check("model: uses the class", "skip", "unconditional model"))
+        return out
+    other = (labels + 1) % model.cfg.num_classes
+    dc = float((model(x, t, other) - base).abs().mean() / scale)
+    out.append(
+        Check(
+            "model: uses the class",
+            "pass" if dc > 1e-3 else "fail",
+            f"output changes by {dc:.2%} when the class label changes",
+            "the class embedding does not reach the network: classifier-free guidance will do nothing",
+        )
+    )
+    return out
+
+
+def mixed_precision(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 5) -> Check:
+    if device.type != "cuda":
+        return Check(
+            "training: bf16 mixed precision", "skip", "no GPU here; the trainer uses bf16 autocast on CUDA only"
+        )
+    trainer = Trainer(cfg, data, device)
+    try:
+        for _ in range(steps):
+            trainer.train_step()
+        trainer.flush_losses()
+    except TrainingAborted as err:
+        return Check("training: bf16 mixed precision", "fail", str(err), "keep the loss in fp32; lower lr")
+    return Check("training: bf16 mixed precision", "pass", f"{steps} bf16-autocast steps stay finite")
+
+
+def activation_bytes(cfg: TrainConfig, data: ImageData, device: torch.device) -> tuple[int, float]:
+    """(bytes of training state + saved activations of one step, seconds per step)."""
+    trainer = Trainer(cfg, data, device)
+    saved = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        trainer.train_step()
+    state = sum(p.numel() * p.element_size() for p in trainer.model.parameters()) * 5  # weights, grad, Adam m+v, EMA
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(2):
+        trainer.train_step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return state + saved[0], (time.perf_counter() - start) / 2
+
+
+def memory_and_speed(
+    cfgs: list[TrainConfig], data: ImageData, device: torch.device, *, limit_bytes: int, n_trials: int, workers: int
+) -> list[Check]:
+    out, trial_seconds = [], []
+    for cfg in cfgs:
+        need, step = activation_bytes(cfg, data, device)
+        trial_seconds.append(step * cfg.total_steps)
+        text = (
+            f"batch_size={cfg.batch_size} at {data.image_size} px: ~{need / 2**30:.2f} GiB, {step * 1000:.0f} ms/step, "
+            f"{step * cfg.total_steps / 60:.1f} min of training per trial"
+        )
+        if need > limit_bytes:
+            out.append(
+                Check(
+                    "memory",
+                    "fail",
+                    f"{text}; over the {limit_bytes / 2**30:.1f} GiB limit",
+                    "drop this batch size from the search space or use a smaller network",
+                )
+            )
+        else:
+            out.append(Check("memory", "pass", text))
+    mean = sum(trial_seconds) / len(trial_seconds)
+    out.append(
+        Check(
+            "speed: predicted study time",
+            "pass",
+            f"~{mean * n_trials / workers / 3600:.1f} h of training for {n_trials} trials on {workers} worker(s) "
+            "before pruning (scoring not included)",
+        )
+    )
+    return out
+
+
+def lr_probe(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 60) -> Check:
+    """A short run at the top of the learning-rate range: divergence here wastes whole trials."""
+    probe = cfg.replace(kimg=steps * cfg.batch_size / 1000, num_evals=1, device=str(device))
+    trainer = Trainer(probe, data, device)
+    try:
+        for _ in range(steps):
+            trainer.train_step()
+            if trainer.step % 8 == 0:
+                trainer.flush_losses()
+        trainer.flush_losses()
+    except TrainingAborted as err:
+        return Check(
+            "learning rate: top of the range",
+            "fail",
+            f"lr={cfg.lr:g} {err.reason} at step {err.step}",
+            "lower the upper bound of lr, or add warmup_kimg / grad_clip",
+        )
+    first, last = trainer.losses[:10], trainer.losses[-10:]
+    a, b = sum(first) / len(first), sum(last) / len(last)
+    if b > a:
+        return Check(
+            "learning rate: top of the range",
+            "warn",
+            f"lr={cfg.lr:g}: loss rose {a:.3g} → {b:.3g} in {steps} steps",
+            "lower the upper bound of lr",
+        )
+    return Check("learning rate: top of the range", "pass", f"lr={cfg.lr:g}: loss {a:.3g} → {b:.3g} in {steps} steps")

