@@ -14,7 +14,7 @@ import optuna
 from optuna.importance import FanovaImportanceEvaluator
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.commands.status import fail_reason
+from hpo.commands.status import fail_reason, metric_of
 from hpo.study import SPEC_ATTR, progress
 
 
@@ -31,11 +31,6 @@ class Summary:
 
 def spec_of(study: optuna.Study) -> dict[str, Any]:
     return dict(json.loads(study.user_attrs.get(SPEC_ATTR, "{}")))
-
-
-def metric_name(study: optuna.Study) -> str:
-    features = spec_of(study).get("score", {}).get("features", "inception")
-    return "classifier-FID" if features == "classifier" else "FID"
 
 
 def trial_seconds(t: FrozenTrial) -> float:
@@ -60,7 +55,7 @@ def summarise(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
             saved += max(unused, 0.0) * mean_per_kimg
     return Summary(
         study_name=study.study_name,
-        metric_name=metric_name(study),
+        metric_name=metric_of(study),
         counts={
             "complete": p.complete,
             "pruned": p.pruned,

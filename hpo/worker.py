@@ -67,13 +67,25 @@ class Worker:
         self.contexts: dict[str, tuple[StudyContext, optuna.Study, RDBStorage]] = {}
         self.trials_run = 0
         self.stopping = False
+        self.stop_acknowledged = False
         self.in_trial = False
         self.catalog = open_storage(opts.url)
 
     def handle_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
-        if self.in_trial:
+        self.interrupt_trial(signum, frame)
+
+    def interrupt_trial(self, signum: int, frame: FrameType | None) -> None:
+        """Raise WorkerStopping in the running trial. An exception raised from a signal handler can
+        land where Python swallows it (a weakref callback, a __del__), so re-arm a timer (SIGALRM)
+        that raises again until the trial has acknowledged it."""
+        if self.in_trial and not self.stop_acknowledged:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
             raise WorkerStopping
+
+    def acknowledge_stop(self) -> None:
+        self.stop_acknowledged = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
     def study_names(self) -> list[str]:
         if self.opts.study is not None:
@@ -162,6 +174,7 @@ class Worker:
             try:
                 return self.objective(trial, ctx, lock.release)
             except WorkerStopping:
+                self.acknowledge_stop()
                 trial.set_user_attr("fail_reason", "worker_stopped")
                 raise
             except (TrialFailed, optuna.TrialPruned):
@@ -177,6 +190,7 @@ class Worker:
             # gc after a trial frees GPU memory held in cycles; on the CPU it only costs time
             study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=self.device.type == "cuda")
         except WorkerStopping:
+            self.acknowledge_stop()
             self.in_trial = False
             callback = retry_callback(storage)
             if number and callback is not None:
@@ -198,6 +212,7 @@ class Worker:
         """Loop until done (``exit_when_idle``), ``max_trials`` reached, or SIGTERM."""
         main_thread = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, self.handle_sigterm) if main_thread else None
+        previous_alarm = signal.signal(signal.SIGALRM, self.interrupt_trial) if main_thread else None
         try:
             while not self.stopping:
                 if self.opts.max_trials is not None and self.trials_run >= self.opts.max_trials:
@@ -225,7 +240,9 @@ class Worker:
                 time.sleep(self.opts.poll_seconds)
         finally:
             if main_thread:
+                signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGTERM, previous)
+                signal.signal(signal.SIGALRM, previous_alarm)
         return self.trials_run
 
 

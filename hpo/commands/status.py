@@ -31,6 +31,11 @@ def n_trials_of(study: optuna.Study) -> int:
     return int(json.loads(study.user_attrs.get(SPEC_ATTR, "{}")).get("study", {}).get("n_trials", 0))
 
 
+def metric_of(study: optuna.Study) -> str:
+    features = json.loads(study.user_attrs.get(SPEC_ATTR, "{}")).get("score", {}).get("features", "inception")
+    return "classifier-FID" if features == "classifier" else "FID"
+
+
 def progress_line(p: Progress, metric: str = "FID") -> str:
     best = f"{p.best:.4g}" if p.best is not None else "-"
     return (
@@ -64,10 +69,10 @@ def status_text(url: str, study_name: str | None) -> str:
         rows = []
         for s in summaries:
             study = optuna.load_study(study_name=s.study_name, storage=storage)
-            rows.append([s.study_name, progress_line(progress(study, n_trials_of(study)))])
+            rows.append([s.study_name, progress_line(progress(study, n_trials_of(study)), metric_of(study))])
         return table(rows, ["study", "progress"])
     try:
         study = optuna.load_study(study_name=study_name, storage=storage)
     except KeyError:
         raise HpoError(f"no study named {study_name!r} in {redact(url)}; `hpo status` lists them") from None
-    return progress_line(progress(study, n_trials_of(study))) + "\n\n" + trials_table(study)
+    return progress_line(progress(study, n_trials_of(study)), metric_of(study)) + "\n\n" + trials_table(study)
