@@ -75,7 +75,7 @@ def format_seconds(s: float) -> str:
 
 
 def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[subprocess.Popen[bytes]]) -> None:
-    started, last = time.monotonic(), ""
+    started, last, last_state, last_print = time.monotonic(), "", "", 0.0
     tty = sys.stdout.isatty()
     while True:
         p = progress(study, n_trials)
@@ -85,10 +85,14 @@ def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[subpro
             if 0 < p.finished < n_trials
             else ""
         )
-        line = f"{progress_line(p, metric)} | {format_seconds(elapsed)} elapsed{eta}"
-        if line != last:
-            print(("\r" + line.ljust(len(last))) if tty else line, end="" if tty else "\n", flush=True)
+        state = progress_line(p, metric)
+        line = f"{state} | {format_seconds(elapsed)} elapsed{eta}"
+        if tty:  # one live line, rewritten every second
+            print("\r" + line.ljust(len(last)), end="", flush=True)
             last = line
+        elif state != last_state or elapsed - last_print >= 60:  # logs: a line per change, or per minute
+            print(line, flush=True)
+            last_state, last_print = state, elapsed
         if p.done:
             break
         if workers and all(w.poll() is not None for w in workers) and p.running == 0:
