@@ -190,7 +190,7 @@ def samples_html(trials: Sequence[FrozenTrial], store: FileSystemArtifactStore |
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
-.grid{display:flex;flex-wrap:wrap;gap:1em}.cell{max-width:360px}.cell img{width:100%;image-rendering:pixelated}
+.grid{display:flex;flex-wrap:wrap;gap:1em}.cell{width:340px}.cell img{width:100%;image-rendering:pixelated}
 .note{color:#666;font-size:.9em}figure.plot{margin:1em 0}figcaption{font-weight:600}"""
 
 

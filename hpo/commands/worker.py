@@ -6,9 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from types import FrameType
 
 from hpo.errors import HpoError
+from hpo.storage import STORAGE_ENV
 from hpo.worker import WorkerOptions, run_worker
 
 
@@ -29,19 +31,47 @@ def parse_gpus(gpus: str) -> list[int]:
     return wanted
 
 
+def child_command(opts: WorkerOptions, index: int) -> list[str]:
+    """The command of the worker process for one GPU; it sees only that GPU, as device 0."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "worker",
+        "--gpus",
+        "0",
+        "--worker-index",
+        str(index),
+        "--artifacts",
+        str(opts.artifact_dir),
+        "--poll",
+        str(opts.poll_seconds),
+    ]
+    if opts.study is not None:
+        cmd += ["--study", opts.study]
+    if opts.max_trials is not None:
+        cmd += ["--max-trials", str(opts.max_trials)]
+    if opts.exit_when_idle:
+        cmd.append("--exit-when-idle")
+    if opts.cache_dir is not None:
+        cmd += ["--cache-dir", str(opts.cache_dir)]
+    if opts.threads:
+        cmd += ["--threads", str(opts.threads)]
+    return cmd
+
+
 def run_workers(opts: WorkerOptions, gpus: str) -> None:
+    """One worker in this process for zero or one GPU; one child process per GPU otherwise."""
     indices = parse_gpus(gpus)
     if len(indices) <= 1:
-        device = f"cuda:{indices[0]}" if indices else ("cpu" if gpus == "all" else opts.device)
-        run_worker(WorkerOptions(**{**opts.__dict__, "device": device}))
+        device = f"cuda:{indices[0]}" if indices else "cpu"
+        run_worker(replace(opts, device=device))
         return
     children = []
     for i, gpu in enumerate(indices):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
-        args = [a for a in sys.argv[1:] if not a.startswith("--gpus")]
-        args = _drop_value(args, "--gpus")
-        cmd = [sys.executable, "-m", "hpo", *args, "--gpus", "0", "--worker-index", str(opts.worker_index + i)]
-        children.append(subprocess.Popen(cmd, env=env))
+        # the storage URL travels in the environment, never on a command line that `ps` shows
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), STORAGE_ENV: opts.url}
+        children.append(subprocess.Popen(child_command(opts, opts.worker_index + i), env=env))
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for child in children:
@@ -52,18 +82,3 @@ def run_workers(opts: WorkerOptions, gpus: str) -> None:
     codes = [c.wait() for c in children]
     if any(codes):
         raise SystemExit(max(codes))
-
-
-def _drop_value(args: list[str], flag: str) -> list[str]:
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a == flag:
-            skip = True
-            continue
-        if a.startswith("--worker-index"):
-            continue
-        out.append(a)
-    return out

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpo.commands.worker import child_command, parse_gpus
+from hpo.errors import HpoError
+from hpo.worker import WorkerOptions
+
+
+def test_gpu_children_get_their_own_index_and_never_the_storage_url() -> None:
+    opts = WorkerOptions(
+        url="postgresql://hpo:secret@db/hpo",
+        study="s",
+        exit_when_idle=True,
+        artifact_dir=Path("/a"),
+        cache_dir=Path("/c"),
+        worker_index=2,
+    )
+    cmd = child_command(opts, 3)
+    assert cmd[3:8] == ["worker", "--gpus", "0", "--worker-index", "3"]
+    assert {"--study", "s", "--exit-when-idle", "--cache-dir", "/c"} <= set(cmd)
+    assert not any("secret" in part for part in cmd)
+
+
+def test_unknown_gpu_is_a_one_line_error() -> None:
+    with pytest.raises(HpoError, match="no GPU 7 on this machine"):
+        parse_gpus("7")
+    with pytest.raises(HpoError, match="expected 'all' or comma-separated indices"):
+        parse_gpus("first")
