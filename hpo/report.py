@@ -8,6 +8,7 @@ import base64
 import datetime
 import html
 import logging
+import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -250,7 +251,7 @@ def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
 def write_report(study: optuna.Study, path: Path, *, artifact_dir: Path | None) -> Path:
     store = FileSystemArtifactStore(str(artifact_dir)) if artifact_dir is not None and artifact_dir.is_dir() else None
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the launcher and a worker may both write it
     tmp.write_text(render(study, store), encoding="utf-8")
     tmp.replace(path)
     return path
