@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -45,7 +46,7 @@ def per_thousand(source: str, size: int, cache: Path) -> None:
 
 def quickstart_share(cache: Path) -> None:
     spec = load_spec(SPEC)
-    data = load_data(DataConfig(**{**spec.data.__dict__, "cache_dir": str(cache)}))
+    data = load_data(replace(spec.data, cache_dir=str(cache)))
     params = dict(spec.baselines[0])
     cfg = spec.train_config(params)
     scorer = make_scorer(spec.score, data, device=torch.device("cpu"), cache_dir=cache / "scoring")

@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+def atomic_save(obj: object, path: Path) -> None:
+    """torch.save to a temporary file beside ``path``, then rename: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(state, tmp)
+    torch.save(obj, tmp)
     os.replace(tmp, path)
 
 

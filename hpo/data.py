@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from hpo.checkpoint import atomic_save
 from hpo.config import DataConfig
 from hpo.errors import DataError
 from hpo.shapes import render_shapes
@@ -85,7 +86,7 @@ def load_data(cfg: DataConfig) -> ImageData:
         return ImageData(class_names=tuple(blob.pop("class_names")), key=key, **blob)
     images, labels, names = read_source(cfg)
     data = split(images, labels, names, cfg, key)
-    _atomic_save(
+    atomic_save(
         {
             "train_images": data.train_images,
             "train_labels": data.train_labels,
@@ -96,13 +97,6 @@ def load_data(cfg: DataConfig) -> ImageData:
         cache,
     )
     return data
-
-
-def _atomic_save(obj: object, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cfg: DataConfig, key: str) -> ImageData:

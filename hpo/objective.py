@@ -91,9 +91,10 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
         raise _fail(trial, "invalid_config", str(err)) from None
     trial.set_user_attr("device", f"{socket.gethostname()}:{ctx.device}")
     trial.set_user_attr("budget_kimg", cfg.kimg)
+    checkpoint = ctx.checkpoint_path(trial)
     started = time.perf_counter()
     try:
-        result = train(cfg, ctx.data, on_eval=_reporter(trial, ctx, cfg), checkpoint=ctx.checkpoint_path(trial))
+        result = train(cfg, ctx.data, on_eval=_reporter(trial, ctx, cfg), checkpoint=checkpoint)
     except TrainingAborted as err:
         trial.set_user_attr("fail_reason", err.reason)
         trial.set_user_attr("stopped_at_kimg", err.step * cfg.batch_size / 1000)
@@ -102,7 +103,7 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
         release_memory(ctx.device)
         trial.set_user_attr("oom_batch_size", cfg.batch_size)
         raise _fail(trial, "oom", f"CUDA out of memory at batch_size={cfg.batch_size}") from None
-    return _finish(trial, ctx, cfg, result, time.perf_counter() - started)
+    return _finish(trial, ctx, cfg, result, time.perf_counter() - started, checkpoint)
 
 
 def _fail(trial: optuna.Trial, reason: str, detail: str) -> TrialFailed:
@@ -114,6 +115,8 @@ def _reporter(trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig) -> Calla
     curve: dict[str, dict[str, float]] = {}
     grids: dict[str, str] = dict(trial.user_attrs.get("grids") or {})
 
+    schedule = make_schedule(cfg)
+
     def on_eval(point: EvalPoint, ema: UNet) -> None:
         value = point.metrics["val_loss"]
         trial.report(value if math.isfinite(value) else float("nan"), step=point.index)
@@ -121,7 +124,7 @@ def _reporter(trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig) -> Calla
         trial.set_user_attr("curve", curve)
         if not point.replayed:
             with tempfile.TemporaryDirectory() as tmp:
-                images = sample_images(ema, make_schedule(cfg), cfg, n=GRID_PER_EVAL, seed=0)
+                images = sample_images(ema, schedule, cfg, n=GRID_PER_EVAL, seed=0)
                 grids[str(point.index)] = upload(
                     ctx, trial, save_grid(images, Path(tmp) / f"eval{point.index}.png", nrow=8)
                 )
@@ -135,7 +138,12 @@ def _reporter(trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig) -> Calla
 
 
 def _finish(
-    trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig, result: TrainResult, train_seconds: float
+    trial: optuna.Trial,
+    ctx: StudyContext,
+    cfg: TrainConfig,
+    result: TrainResult,
+    train_seconds: float,
+    checkpoint: Path,
 ) -> float:
     scores = score(
         ctx.get_scorer(), result.ema, result.schedule, cfg, class_frequencies=ctx.data.class_frequencies(), seed=0
@@ -161,7 +169,7 @@ def _finish(
         weights = Path(tmp) / "ema.pt"
         torch.save(result.ema.state_dict(), weights)
         trial.set_user_attr("ema_checkpoint", upload(ctx, trial, weights))
-    ctx.checkpoint_path(trial).unlink(missing_ok=True)
+    checkpoint.unlink(missing_ok=True)  # the EMA weights are an artifact now
     if not math.isfinite(scores.fid):
         raise _fail(trial, "fid_not_finite", f"{scores.metric_name} is {scores.fid}")
     return scores.fid

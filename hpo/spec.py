@@ -16,7 +16,7 @@ import yaml
 
 from hpo.config import DataConfig, ScoreConfig, TrainConfig, require
 from hpo.errors import ConfigError
-from hpo.params import PARAM_TYPES, CategoricalParam, Param, build_param, param_bounds
+from hpo.params import CategoricalParam, Param, build_param, param_bounds
 from hpo.typed import build, check_keys, coerce, suggest, to_plain
 
 
@@ -183,8 +183,11 @@ def build_search(raw: Any) -> dict[str, Param]:
     return out
 
 
+TRAIN_TYPES = get_type_hints(TrainConfig)
+
+
 def _field_type(name: str) -> Any:
-    return get_type_hints(TrainConfig)[name]
+    return TRAIN_TYPES[name]
 
 
 def build_baselines(raw: Any, search: Mapping[str, Param]) -> tuple[Mapping[str, Any], ...]:
@@ -249,6 +252,3 @@ def check_consistency(spec: Spec) -> None:
     if spec.sampler.name == "grid":
         for name, p in spec.search.items():
             p.grid_values(f"search.{name}")
-
-
-__all__ = ["PARAM_TYPES", "Spec", "changed_keys", "load_spec", "spec_from_dict"]

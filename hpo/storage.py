@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -112,16 +111,3 @@ def redact_text(text: str, url: str) -> str:
 def retry_callback(storage: RDBStorage) -> RetryHeartbeatStaleTrialCallback | None:
     callback = storage.get_heartbeat_stale_trial_callback()
     return callback if isinstance(callback, RetryHeartbeatStaleTrialCallback) else None
-
-
-def ping(url: str) -> None:
-    """Connect once, so a wrong URL fails here with a clear message."""
-    engine = sqlalchemy.create_engine(url, **engine_kwargs(url))
-    try:
-        with engine.connect():
-            pass
-    except SQLAlchemyError as err:
-        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
-        raise HpoError(f"cannot connect to storage {redact(url)}: {redact_text(reason, url)}") from None
-    finally:
-        engine.dispose()

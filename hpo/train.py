@@ -10,14 +10,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from hpo.checkpoint import load_checkpoint, restore_rng, rng_state, save_checkpoint
+from hpo.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.config import TrainConfig
 from hpo.data import ImageData, to_model_range
 from hpo.diffusion.losses import diffusion_loss
@@ -63,7 +63,6 @@ class TrainResult:
     peak_memory_bytes: int
     device: str
     num_parameters: int
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 OnEval = Callable[[EvalPoint, UNet], None]  # (the point, the EMA network in eval mode)
@@ -288,7 +287,7 @@ def _run(trainer: Trainer, on_eval: OnEval | None, checkpoint: Path | None) -> T
             point = trainer.evaluate(eval_at[trainer.step])
             trainer.history.append(point)
             if checkpoint is not None:
-                save_checkpoint(checkpoint, trainer.state())
+                atomic_save(trainer.state(), checkpoint)
             if on_eval is not None:
                 on_eval(point, trainer.ema)
     seconds = time.perf_counter() - started

@@ -75,7 +75,7 @@ def coerce(value: Any, hint: Any, path: str) -> Any:
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(path, f"expected a list, got {value!r}")
-        (item,) = [a for a in get_args(hint) if a is not Ellipsis][:1] or [Any]
+        item = get_args(hint)[0] if get_args(hint) else Any  # tuple[X, ...]
         return tuple(coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value))
     if hint is Any:
         return value

@@ -8,20 +8,17 @@ same weights give the same number.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from hpo.data import ImageData, to_model_range
-from hpo.diffusion.losses import model_time, to_x0_eps
+from hpo.diffusion.losses import Network, model_time, to_x0_eps
 from hpo.diffusion.schedule import NoiseSchedule
 
 LOG_SNR_RANGE = (-6.0, 6.0)
 PROBE_SEED = 1_000_003
-
-Network = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -110,7 +110,7 @@ class Worker:
         preflight(spec.score)
         data_cfg = spec.data
         if self.opts.cache_dir is not None:
-            data_cfg = type(data_cfg)(**{**data_cfg.__dict__, "cache_dir": str(self.opts.cache_dir)})
+            data_cfg = replace(data_cfg, cache_dir=str(self.opts.cache_dir))
         storage = open_storage(
             self.opts.url, Heartbeat(spec.study.heartbeat_interval, spec.study.grace_period, spec.study.max_retries)
         )

@@ -84,3 +84,20 @@ def start_worker(url: str, folder: Path, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def dashboard_study_names(port: int, server: subprocess.Popen[str], timeout: float = 60) -> list[str]:
+    """Poll a starting optuna-dashboard until its API answers; the names of the studies it serves."""
+    import json
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as response:
+                return [s["study_name"] for s in json.load(response)["study_summaries"]]
+        except OSError:
+            assert time.monotonic() < deadline, "the dashboard did not answer in time"
+            assert server.poll() is None, "the dashboard exited"
+            time.sleep(0.5)

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from hpo import train as train_module
-from hpo.data import ImageData
+from hpo.data import ImageData, to_model_range
 from hpo.diagnose import overfit_single_batch
+from hpo.diffusion.losses import target
 from hpo.runtime import eval_mode
 from hpo.train import EvalPoint, Trainer, TrainingAborted, batch_indices, ema_beta, train
 from hpo.validation import evaluate_probe
@@ -39,14 +40,27 @@ def test_validation_metric_is_identical_for_two_evaluations_of_the_same_weights(
 
 
 def test_validation_metric_is_measured_in_one_parameterisation(digits8: ImageData) -> None:
-    """A network that predicts the truth exactly scores 0 whatever its parameterisation."""
+    """Networks making the same x0 error score the same whatever they predict; the truth scores 0."""
     trainer = Trainer(tiny_config(timesteps=300, schedule="cosine"), digits8, torch.device("cpu"))
-    untrained = {}
-    for prediction in ("eps", "v", "x0"):
-        m = evaluate_probe(trainer.ema, trainer.schedule, trainer.probe, prediction=prediction, conditional=True)
-        untrained[prediction] = m["val_loss"]
-    # zero output means a different guess per parameterisation, and the metric tells them apart
-    assert len({round(v, 6) for v in untrained.values()}) == 3
+    sched, probe = trainer.schedule, trainer.probe
+    x0_true = to_model_range(probe.images)
+
+    def oracle(prediction: str, shrink: float):  # type: ignore[no-untyped-def]
+        def net(x_t: torch.Tensor, t_model: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+            alpha, sigma = sched.alpha_sigma((t_model * sched.T / 1000).round().long())
+            x0 = shrink * x0_true[: x_t.shape[0]]
+            return target(prediction, x0, (x_t - alpha * x0) / sigma, alpha, sigma)
+
+        return net
+
+    def score(prediction: str, shrink: float) -> float:
+        net = oracle(prediction, shrink)
+        return evaluate_probe(net, sched, probe, prediction=prediction, conditional=False)["val_loss"]
+
+    wrong = {p: score(p, 0.8) for p in ("eps", "v", "x0")}
+    assert wrong["eps"] > 0.01
+    assert wrong["v"] == pytest.approx(wrong["eps"], rel=1e-3) == pytest.approx(wrong["x0"], rel=1e-3)
+    assert all(score(p, 1.0) < 1e-6 for p in ("eps", "v", "x0"))
 
 
 def test_planted_nan_stops_the_run_as_nan_loss(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,8 @@ import torch
 from hpo.diffusion.schedule import NoiseSchedule
 
 PREDICTIONS = ("eps", "v", "x0")
+# A denoising network: (x_t, time on a 0..1000 scale, class labels or None) → output
+Network = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 WEIGHTINGS = ("uniform", "min_snr")
 
 
@@ -57,9 +59,6 @@ def loss_weight(prediction: str, weighting: str, snr: torch.Tensor, gamma: float
     if prediction == "v":
         return clipped / (snr + 1.0)
     return clipped
-
-
-Network = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 def diffusion_loss(

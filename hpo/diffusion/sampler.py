@@ -11,11 +11,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from hpo.diffusion.losses import model_time, to_x0_eps
+from hpo.diffusion.losses import Network, model_time, to_x0_eps
 from hpo.diffusion.schedule import NoiseSchedule
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-Network = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 def guided_output(
@@ -117,6 +116,3 @@ def sample_ddpm(
         if t > 0:
             x = x + (beta * (1.0 - a_prev) / (1.0 - a_t)) ** 0.5 * _noise(x, generator)
     return x
-
-
-SAMPLERS = {"ddim": sample_ddim, "ddpm": sample_ddpm}

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from filelock import FileLock
 from torch import nn
 
-from hpo.checkpoint import load_checkpoint, save_checkpoint
+from hpo.checkpoint import atomic_save, load_checkpoint
 from hpo.data import ImageData, to_model_range
 from hpo.errors import HpoError
 
@@ -87,15 +87,13 @@ def load_or_train_classifier(data: ImageData, cache_dir: Path) -> tuple[Classifi
             net.load_state_dict(state["weights"])
             return net.eval(), float(state["val_accuracy"])
         net, accuracy = train_classifier(data)
-        save_checkpoint(
-            path,
-            {
-                "weights": net.state_dict(),
-                "channels": data.channels,
-                "classes": data.num_classes,
-                "val_accuracy": accuracy,
-            },
-        )
+        state = {
+            "weights": net.state_dict(),
+            "channels": data.channels,
+            "classes": data.num_classes,
+            "val_accuracy": accuracy,
+        }
+        atomic_save(state, path)
     log.info("trained the feature classifier for %s: validation accuracy %.3f", data.key, accuracy)
     if accuracy < 0.7:
         log.warning(
