@@ -15,11 +15,13 @@ from pathlib import Path
 
 import torch
 
-from hpo.config import DataConfig, ScoreConfig
-from hpo.data import load_data
 from hpo.scoring.score import make_scorer, score
-from hpo.spec import load_spec
-from hpo.train import build_model, make_schedule, train
+from hpo.spec.config import DataConfig, ScoreConfig
+from hpo.spec.loading import load_spec
+from hpo.spec.sampling import SamplingConfig
+from hpo.training.data import load_data
+from hpo.training.model import DiffusionModel, build_network
+from hpo.training.trainer import make_schedule, train
 
 SPEC = Path(__file__).parent.parent / "search_spaces" / "digits.yaml"
 N = 500
@@ -28,15 +30,16 @@ N = 500
 def per_thousand(source: str, size: int, cache: Path) -> None:
     spec = load_spec(SPEC)
     data = load_data(DataConfig(source=source, image_size=size, cache_dir=str(cache), num_images=2000))
-    cfg = spec.train_config(dict(spec.baselines[0])).replace(ddim_steps=20, guidance_scale=2.0)
-    model = build_model(cfg, data).eval()
+    cfg = spec.train_config(dict(spec.baselines[0]))
+    net, info = build_network(cfg, data)
+    model = DiffusionModel(net.eval(), info, make_schedule(cfg), cfg.prediction)
     scorer = make_scorer(
         ScoreConfig(features="classifier", num_samples=N, batch_size=250),
         data,
         device=torch.device("cpu"),
         cache_dir=cache / "scoring",
     )
-    s = score(scorer, model, make_schedule(cfg), cfg, class_frequencies=data.class_frequencies())
+    s = score(scorer, model, SamplingConfig(2.0, 20), class_frequencies=data.class_frequencies())
     k = 1000 / N
     print(
         f"{source:7s} {size:3d}px: sampling {s.sampling_seconds * k:6.1f} s / 1000 samples (20 DDIM steps, guided), "
@@ -53,10 +56,9 @@ def quickstart_share(cache: Path) -> None:
     t0 = time.perf_counter()
     result = train(cfg, data)
     t1 = time.perf_counter()
-    for steps, w in ((cfg.ddim_steps, cfg.guidance_scale), (20, 2.0)):
-        c = cfg.replace(ddim_steps=steps, guidance_scale=w)
+    for steps, w in ((30, 1.0), (20, 2.0)):
         t2 = time.perf_counter()
-        score(scorer, result.ema, result.schedule, c, class_frequencies=data.class_frequencies())
+        score(scorer, result.model, SamplingConfig(w, steps), class_frequencies=data.class_frequencies())
         t3 = time.perf_counter()
         share = (t3 - t2) / ((t1 - t0) + (t3 - t2))
         print(

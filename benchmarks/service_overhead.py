@@ -24,11 +24,11 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-from hpo.objective import StudyContext
-from hpo.spec import load_spec
-from hpo.storage import Heartbeat, open_storage, resolve_url
-from hpo.study import create_or_resume, make_pruner, make_sampler
-from hpo.worker import Worker, WorkerOptions
+from hpo.service.context import StudyContext
+from hpo.service.storage import Heartbeat, open_storage, resolve_url
+from hpo.service.study import create_or_resume, make_pruner, make_sampler
+from hpo.service.worker import Worker, WorkerOptions
+from hpo.spec.loading import load_spec
 from tests.pg import start_server, stop_server
 from tests.service_helpers import write_spec
 
@@ -47,7 +47,9 @@ def fake_training(trial: optuna.Trial) -> float:
 
 def prefill(url: str, name: str, n: int) -> None:
     study = optuna.load_study(study_name=name, storage=open_storage(url))
-    dist = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}
+    dist: dict[str, optuna.distributions.BaseDistribution] = {
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
+    }
     for i in range(n):
         lr = 1e-4 * (1 + i % 97)
         study.add_trial(
@@ -79,9 +81,7 @@ def ours(url: str, spec_path: Path, name: str, n_workers: int, per_worker: int) 
 
     def body(i: int) -> None:
         worker = Worker(
-            WorkerOptions(
-                url=url, study=name, max_trials=per_worker, poll_seconds=0.05, worker_index=i, report_dir=None
-            ),  # the once-per-study report is not per-trial overhead
+            WorkerOptions(url=url, study=name, max_trials=per_worker, poll_seconds=0.05, worker_index=i),
             objective=objective,
         )
         ctx = StudyContext(name, spec, None, worker.device, Path("unused"), Path("unused"))  # type: ignore[arg-type]

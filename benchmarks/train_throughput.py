@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from hpo.config import TrainConfig
-from hpo.data import ImageData
-from hpo.diffusion.unet import count_parameters
-from hpo.runtime import resolve_device
-from hpo.train import Trainer
+from hpo.spec.config import TrainConfig
+from hpo.training.data import ImageData
+from hpo.training.model import count_parameters
+from hpo.training.runtime import resolve_device
+from hpo.training.trainer import Trainer
 
 
 def synthetic_data(size: int, n: int = 2048) -> ImageData:
@@ -72,7 +72,7 @@ def diffusers_loop(args: argparse.Namespace, device: torch.device) -> tuple[floa
         dropout=0.1,
         down_block_types=("DownBlock2D", "AttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "AttnUpBlock2D", "UpBlock2D"),
-    ).to(device)
+    ).to(device)  # type: ignore[attr-defined]
     scheduler = DDPMScheduler(num_train_timesteps=1000)
     opt = torch.optim.AdamW(unet.parameters(), lr=2e-4, fused=device.type == "cuda")
     data = synthetic_data(args.size).train_images.to(device)
@@ -83,7 +83,8 @@ def diffusers_loop(args: argparse.Namespace, device: torch.device) -> tuple[floa
         noise = torch.randn_like(x0)
         t = torch.randint(0, 1000, (args.batch,), device=device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            pred = unet(scheduler.add_noise(x0, noise, t), t).sample
+            noisy = scheduler.add_noise(x0, noise, t)  # type: ignore[attr-defined]
+            pred = unet(noisy, t).sample
         loss = F.mse_loss(pred.float(), noise)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,3 +1,3 @@
 """hpo: hyperparameter optimisation for image diffusion models."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,72 +1,112 @@
-"""The ``hpo`` command: parse, validate, call one function. Errors a user can fix print as one
-line (``error: ...``) with exit code 2, never a traceback."""
+"""The ``hpo`` command: parse, call one function. Errors a user can fix print as one line
+(``error: ...``) with exit code 2, never a traceback."""
 
 from __future__ import annotations
 
-import logging
-import sys
+import functools
+import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from types import FrameType
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from hpo import __version__
 from hpo.errors import HpoError
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Hyperparameter optimisation for image diffusion models.",
 )
+F = TypeVar("F", bound=Callable[..., Any])
+STATE = {"verbose": False}
+
+
+def command(name: str) -> Callable[[F], F]:
+    """A CLI command whose user errors become one line and exit code 2."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except HpoError as err:
+                typer.echo(f"error: {err}", err=True)
+                raise typer.Exit(2) from None
+            except KeyboardInterrupt:
+                typer.echo("interrupted", err=True)
+                raise typer.Exit(130) from None
+
+        app.command(name)(run)
+        return fn
+
+    return wrap
+
+
+def logs() -> None:
+    from hpo.commands.logs import setup_logging
+
+    setup_logging(STATE["verbose"])
+
+
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"hpo {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=show_version, is_eager=True, help="print the version")
+    ] = False,
+) -> None:
+    """Hyperparameter optimisation for image diffusion models."""
+    STATE["verbose"] = verbose
+
 
 SpecArg = Annotated[Path, typer.Argument(help="search-space spec (YAML)", show_default=False)]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="override a setting: train.lr=1e-3 (section defaults to train)")
 ]
-
-
-def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("optuna", "sqlalchemy", "PIL", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-@app.callback()
-def root() -> None:
-    """Hyperparameter optimisation for image diffusion models."""
-
-
-@app.command("train")
-def train_cmd(
-    spec: SpecArg,
-    set_: SetOpt = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="folder for the sample grid and checkpoint")] = Path(
-        "runs/train"
-    ),
-) -> None:
-    """Train one configuration by hand: the spec's fixed settings, its first baseline, then --set."""
-    from hpo.commands.train import run_train
-
-    setup_logging()
-    run_train(spec, set_ or [], out)
-
-
 StorageOpt = Annotated[
     str | None, typer.Option("--storage", help="database URL (else $HPO_STORAGE, else ./hpo.db)", show_default=False)
 ]
-ArtifactsOpt = Annotated[Path, typer.Option("--artifacts", help="shared artifact store: sample grids, checkpoints")]
+ArtifactsOpt = Annotated[Path, typer.Option("--artifacts", help="shared artifact store: grids, checkpoints, logs")]
+ThreadsOpt = Annotated[int | None, typer.Option(help="CPU threads for torch (default: all cores)", min=1)]
 
 
-@app.command("launch")
+@command("train")
+def train_cmd(
+    spec: Annotated[Path | None, typer.Argument(help="search-space spec (YAML)", show_default=False)] = None,
+    set_: SetOpt = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for grids, checkpoint and logs")] = Path(
+        "runs/train"
+    ),
+    from_: Annotated[
+        str | None, typer.Option("--from", help="reproduce a trial: STUDY:TRIAL (its spec and parameters)")
+    ] = None,
+    storage: StorageOpt = None,
+    threads: ThreadsOpt = None,
+) -> None:
+    """Train one configuration by hand: the spec's fixed settings, its first baseline, then --set."""
+    from hpo.commands.train import run_train
+    from hpo.training.runtime import set_threads
+
+    logs()
+    set_threads(threads)
+    run_train(spec, set_ or [], out, source=from_, storage=storage)
+
+
+@command("launch")
 def launch_cmd(
     spec: SpecArg,
     storage: StorageOpt = None,
     workers: Annotated[
-        int | None, typer.Option(help="local workers (default 1 on the embedded database, else 0)")
+        int | None, typer.Option(help="local workers (default 1 on the embedded database, else 0)", min=0)
     ] = None,
     detach: Annotated[bool, typer.Option(help="start and return at once")] = False,
     new_name: Annotated[str | None, typer.Option(help="create the study under this name instead")] = None,
@@ -76,90 +116,91 @@ def launch_cmd(
     """Create (or resume) the study for SPEC, run local workers, follow progress, then report."""
     from hpo.commands.launch import run_launch
 
-    setup_logging()
+    logs()
     run_launch(
-        spec,
-        storage=storage,
-        workers=workers,
-        detach=detach,
-        new_name=new_name,
-        artifacts=artifacts,
+        spec, storage=storage, workers=workers, detach=detach, new_name=new_name, artifacts=artifacts,
         doctor=not skip_doctor,
-    )
+    )  # fmt: skip
 
 
-@app.command("worker")
+class StoppedDuringStartup(KeyboardInterrupt):
+    pass
+
+
+def _stop_during_startup(signum: int, frame: FrameType | None) -> None:
+    raise StoppedDuringStartup
+
+
+@command("worker")
 def worker_cmd(
     study: Annotated[str | None, typer.Option(help="serve this study only (default: every unfinished one)")] = None,
     storage: StorageOpt = None,
     gpus: Annotated[str, typer.Option(help="'all' or indices like 0,1: one process per GPU")] = "all",
-    max_trials: Annotated[int | None, typer.Option(help="exit after this many trials")] = None,
+    max_trials: Annotated[int | None, typer.Option(help="exit after this many trials", min=1)] = None,
     exit_when_idle: Annotated[bool, typer.Option(help="exit when no study has work left")] = False,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
     cache_dir: Annotated[Path | None, typer.Option(help="data and reference-statistics cache")] = None,
-    worker_index: Annotated[int, typer.Option(help="offsets the sampler seed")] = 0,
-    poll: Annotated[float, typer.Option(help="seconds between looks for work")] = 5.0,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: all cores)")] = None,
+    worker_index: Annotated[int, typer.Option(help="offsets the sampler seed", min=0)] = 0,
+    poll: Annotated[float, typer.Option(help="seconds between looks for work", min=0.01)] = 5.0,
+    threads: ThreadsOpt = None,
+    reports: Annotated[Path, typer.Option(help="where the worker that finishes a study writes its report")] = Path(
+        "reports"
+    ),
 ) -> None:
     """Pull trials from the storage's studies and run them."""
-    from hpo.commands.worker import run_workers
-    from hpo.storage import resolve_url
-    from hpo.worker import WorkerOptions
+    signal.signal(signal.SIGTERM, _stop_during_startup)  # serve() installs the real handler
+    logs()
+    try:
+        from hpo.commands.worker import run_workers
+        from hpo.service.storage import resolve_url
+        from hpo.service.worker import WorkerOptions
 
-    setup_logging()
-    opts = WorkerOptions(
-        url=resolve_url(storage),
-        study=study,
-        max_trials=max_trials,
-        exit_when_idle=exit_when_idle,
-        artifact_dir=artifacts,
-        cache_dir=cache_dir,
-        worker_index=worker_index,
-        poll_seconds=poll,
-        threads=threads,
-    )
-    run_workers(opts, gpus)
+        opts = WorkerOptions(
+            url=resolve_url(storage), study=study, max_trials=max_trials, exit_when_idle=exit_when_idle,
+            artifact_dir=artifacts, cache_dir=cache_dir, worker_index=worker_index, poll_seconds=poll, threads=threads,
+        )  # fmt: skip
+        run_workers(opts, gpus, reports)
+    except StoppedDuringStartup:
+        typer.echo("stopped by SIGTERM during start-up; no trial was running", err=True)
 
 
-@app.command("status")
+@command("status")
 def status_cmd(
     study: Annotated[str | None, typer.Argument(help="a study name (default: list studies)")] = None,
     storage: StorageOpt = None,
 ) -> None:
-    """Studies, or one study's trials with their state, parameters, value and failure reason."""
+    """Studies, or one study's trials with their state, parameters, scores and failure reasons."""
     from hpo.commands.status import status_text
-    from hpo.storage import resolve_url
+    from hpo.service.storage import resolve_url
 
     typer.echo(status_text(resolve_url(storage), study))
 
 
-@app.command("doctor")
+@command("doctor")
 def doctor_cmd(
     spec: SpecArg,
-    fast: Annotated[bool, typer.Option(help="data range, overfit, gradients and conditioning only")] = False,
+    fast: Annotated[bool, typer.Option(help="data range, overfit, gradients, conditioning, schedule only")] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="folder for the grid of preprocessed images")] = Path(
         "runs/doctor"
     ),
     memory_limit_gb: Annotated[
         float | None, typer.Option(help="memory budget (default: GPU memory or 80% RAM)")
     ] = None,
-    workers: Annotated[int, typer.Option(help="workers, for the predicted study time")] = 1,
+    workers: Annotated[int, typer.Option(help="workers, for the predicted study time", min=1)] = 1,
+    threads: ThreadsOpt = None,
 ) -> None:
-    """Check data, model and training step for the classic mistakes; exit 1 on any failure."""
-    from hpo.doctor.run import run_doctor
-    from hpo.spec import load_spec
+    """Check data, model, schedule and training step for the classic mistakes; exit 1 on any failure."""
+    from hpo.commands.doctor import run_doctor_command
+    from hpo.training.runtime import set_threads
 
-    setup_logging()
-    checks = run_doctor(load_spec(spec), fast=fast, out_dir=out, memory_limit_gb=memory_limit_gb, workers=workers)
-    for check in checks:
-        typer.echo(check.line())
-    failed = [c for c in checks if c.status == "fail"]
-    typer.echo(f"{len(failed)} failed, {sum(c.status == 'warn' for c in checks)} warnings, {len(checks)} checks")
-    if failed:
-        raise SystemExit(1)
+    logs()
+    set_threads(threads)
+    code = run_doctor_command(spec, fast=fast, out=out, memory_limit_gb=memory_limit_gb, workers=workers)
+    if code:
+        raise typer.Exit(code)
 
 
-@app.command("report")
+@command("report")
 def report_cmd(
     study: Annotated[str, typer.Argument(help="study name")],
     storage: StorageOpt = None,
@@ -168,12 +209,34 @@ def report_cmd(
 ) -> None:
     """Write the study's self-contained HTML report (works on running studies too)."""
     from hpo.commands.report import run_report
-    from hpo.storage import resolve_url
+    from hpo.service.storage import resolve_url
 
+    logs()
     typer.echo(f"report: {run_report(resolve_url(storage), study, out=out, artifacts=artifacts)}")
 
 
-@app.command("dashboard")
+@command("confirm")
+def confirm_cmd(
+    study: Annotated[str, typer.Argument(help="the study whose winners to confirm")],
+    storage: StorageOpt = None,
+    top: Annotated[int, typer.Option(help="configurations to retrain (plus the baseline)", min=1)] = 3,
+    seeds: Annotated[int, typer.Option(help="fresh seeds per configuration", min=1)] = 3,
+    kimg: Annotated[float | None, typer.Option(help="training budget (default: the study's)", min=0.001)] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="local workers (default 1 on the embedded database)", min=0)
+    ] = None,
+    detach: Annotated[bool, typer.Option(help="queue the trials and return at once")] = False,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+) -> None:
+    """Retrain the top configurations with fresh seeds, through the workers, and give a verdict."""
+    from hpo.commands.confirm import run_confirm
+
+    logs()
+    run_confirm(study, storage=storage, top=top, seeds=seeds, kimg=kimg, workers=workers, detach=detach,
+                artifacts=artifacts)  # fmt: skip
+
+
+@command("dashboard")
 def dashboard_cmd(
     storage: StorageOpt = None,
     host: Annotated[str, typer.Option(help="bind address; 0.0.0.0 inside a container")] = "127.0.0.1",
@@ -182,12 +245,25 @@ def dashboard_cmd(
 ) -> None:
     """Serve optuna-dashboard on the study storage, with sample grids and checkpoints per trial."""
     from hpo.commands.dashboard import run_dashboard
-    from hpo.storage import resolve_url
+    from hpo.service.storage import resolve_url
 
     run_dashboard(resolve_url(storage), host=host, port=port, artifacts=artifacts)
 
 
-@app.command("fetch-weights")
+@command("tensorboard")
+def tensorboard_cmd(
+    study: Annotated[str | None, typer.Argument(help="one study (default: every study)")] = None,
+    host: Annotated[str, typer.Option(help="bind address; 0.0.0.0 inside a container")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 6006,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+) -> None:
+    """Serve TensorBoard on the trials' event logs: curves, sample grids, HParams."""
+    from hpo.commands.tensorboard import run_tensorboard
+
+    run_tensorboard(artifacts, study, host=host, port=port)
+
+
+@command("fetch-weights")
 def fetch_weights_cmd(
     dest: Annotated[Path | None, typer.Option(help="where to write (default $HPO_FID_WEIGHTS or ~/.cache/hpo)")] = None,
 ) -> None:
@@ -199,11 +275,4 @@ def fetch_weights_cmd(
 
 
 def main() -> None:
-    try:
-        app()
-    except HpoError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise SystemExit(130) from None
+    app()

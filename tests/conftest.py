@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from hpo.config import DataConfig, TrainConfig
-from hpo.data import ImageData, load_data
+from hpo.spec.config import DataConfig, TrainConfig
+from hpo.training.data import ImageData, load_data
 
 TINY = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
-from optuna.distributions import FloatDistribution
+from optuna.distributions import BaseDistribution, FloatDistribution
 
-from hpo.spec import load_spec
-from hpo.storage import open_storage
-from hpo.study import create_or_resume
-from hpo.worker import Worker, WorkerOptions
+from hpo.service.storage import open_storage
+from hpo.service.study import create_or_resume
+from hpo.service.worker import Worker, WorkerOptions
+from hpo.spec.loading import load_spec
 from tests.service_helpers import write_spec
 
 GOOD = {"batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "ddim_steps": 4}
@@ -40,7 +40,7 @@ def build_study(folder: Path, name: str = "report-study") -> tuple[optuna.Study,
     study, _ = create_or_resume(load_spec(spec_path), open_storage(url))
     artifacts = folder / "artifacts"
     Worker(WorkerOptions(url=url, study=name, exit_when_idle=True, artifact_dir=artifacts, poll_seconds=0.2)).serve()
-    dist = {"lr": FloatDistribution(1e-4, 10.0, log=True)}
+    dist: dict[str, BaseDistribution] = {"lr": FloatDistribution(1e-4, 10.0, log=True)}
     for lr, reason in ((6.0, "oom"), (7.0, None)):
         attrs = {"fail_reason": reason} if reason else {}
         study.add_trial(

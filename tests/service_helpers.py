@@ -21,7 +21,6 @@ TINY_SPEC: dict[str, Any] = {
         "channel_mult": [1, 2],
         "dropout": 0.0,
         "timesteps": 50,
-        "ddim_steps": 5,
         "val_images": 32,
         "device": "cpu",
     },
@@ -36,6 +35,7 @@ TINY_SPEC: dict[str, Any] = {
         "guidance_scale": {"type": "float", "low": 1.0, "high": 3.0},
         "ddim_steps": {"type": "int", "low": 2, "high": 6, "step": 2},
     },
+    "tracking": {"tensorboard": False},
     "baselines": [],
 }
 
@@ -75,7 +75,8 @@ def hpo(
 
 
 def start_worker(url: str, folder: Path, *extra: str) -> subprocess.Popen[str]:
-    args = ["worker", "--exit-when-idle", "--poll", "0.5", "--artifacts", str(folder / "artifacts"), *extra]
+    args = ["worker", "--exit-when-idle", "--poll", "0.5", "--threads", "1", "--artifacts", str(folder / "artifacts")]
+    args += list(extra)
     return subprocess.Popen(
         [sys.executable, "-m", "hpo", *args],
         env=hpo_env(url),

@@ -3,43 +3,36 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
+from tests.cli import run_cli
 from tests.service_helpers import write_spec
-from tests.test_spec import run_cli
 
 
-def test_hpo_train_runs_one_configuration_and_writes_a_sample_grid(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_grid(tmp_path: Path) -> None:
     spec = write_spec(
         tmp_path,
-        baselines=[
-            {
-                "lr": 1e-3,
-                "batch_size": 16,
-                "timesteps": 50,
-                "schedule": "cosine",
-                "guidance_scale": 2.0,
-                "ddim_steps": 4,
-            }
-        ],
+        search={"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}},
+        sampling={"guidance_scale": [1.0, 2.0], "ddim_steps": [4, 8]},
+        score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 16},
+        tracking={"tensorboard": True},
+        baselines=[{"lr": 1e-3}],
     )
     out = tmp_path / "run"
-    code, _ = run_cli(
-        ["train", str(spec), "--set", "kimg=0.5", "--set", "data.val_fraction=0.2", "-o", str(out)], monkeypatch, capsys
+    code, stdout, _ = run_cli(
+        ["train", str(spec), "--set", "kimg=0.5", "--set", "data.val_fraction=0.2", "-o", str(out), "--threads", "1"]
     )
-    assert code == 0
+    assert code == 0, stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["val_loss"] > 0 and summary["parameters"] > 0
+    assert len(summary["sweep"]) == 4  # every (guidance, steps) combination, at the full sample count
+    assert summary["classifier-FID"] == min(s["fid"] for s in summary["sweep"])
+    assert "<- best" in stdout and "guidance" in stdout  # the sweep table
     grid = Image.open(out / "samples.png")
     assert grid.size[0] > 8 * 8  # an 8×8 grid of 8-px samples with padding
-    assert (out / "checkpoint.pt").exists()
+    assert (out / "checkpoint.pt").exists() and list((out / "tensorboard").glob("events.out.tfevents.*"))
 
 
-def test_hpo_train_rejects_an_unknown_override(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, err = run_cli(["train", str(write_spec(tmp_path)), "--set", "learnig_rate=1"], monkeypatch, capsys)
+def test_hpo_train_rejects_an_unknown_override(tmp_path: Path) -> None:
+    code, _, err = run_cli(["train", str(write_spec(tmp_path)), "--set", "learnig_rate=1"])
     assert code == 2 and "train.learnig_rate: unknown key" in err and err.count("\n") == 1

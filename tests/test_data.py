@@ -8,11 +8,11 @@ import pytest
 import torch
 from PIL import Image
 
-from hpo import data as data_module
-from hpo.config import DataConfig
-from hpo.data import ImageData, load_data, to_model_range, to_uint8
-from hpo.errors import DataError
-from hpo.shapes import render_shapes
+from hpo.errors import ConfigError, DataError
+from hpo.spec.config import DataConfig
+from hpo.training import data as data_module
+from hpo.training.data import ImageData, load_data, to_model_range, to_uint8
+from hpo.training.shapes import render_shapes
 
 
 def write_images(folder: Path, n: int, *, size: int = 20, mode: str = "RGB", start: int = 0) -> None:
@@ -46,8 +46,9 @@ def test_shapes_are_deterministic_by_seed_and_classed_by_shape() -> None:
 
 def test_split_is_deterministic_by_seed_and_disjoint(tmp_path: Path) -> None:
     cfg = DataConfig(source="shapes", image_size=8, num_images=50, val_fraction=0.2, cache_dir=str(tmp_path))
-    a = data_module.split(*data_module.read_source(cfg), cfg, "k")
-    b = data_module.split(*data_module.read_source(cfg), cfg, "k")
+    images, labels, names, _ = data_module.read_source(cfg)
+    a = data_module.split(images, labels, names, cfg, "k")
+    b = data_module.split(*data_module.read_source(cfg)[:3], cfg, "k")
     assert torch.equal(a.val_images, b.val_images) and a.val_images.shape[0] == 10
     train_rows = {bytes(x.numpy()) for x in a.train_images}
     assert not any(bytes(x.numpy()) in train_rows for x in a.val_images)
@@ -93,6 +94,7 @@ def test_corrupt_files_are_skipped_and_counted(tmp_path: Path, caplog: pytest.Lo
         data = load_data(folder_config(tmp_path / "mixed", tmp_path))
     assert data.train_images.shape[0] + data.val_images.shape[0] == 12
     assert "skipped 1 unreadable image(s), first:" in caplog.text and "broken.jpg" in caplog.text
+    assert [p for p, _ in data.skipped] == [str(tmp_path / "mixed" / "broken.jpg")]
 
 
 def test_mostly_corrupt_folder_fails(tmp_path: Path) -> None:
@@ -126,6 +128,70 @@ def test_torchvision_dataset_offline_fails_with_a_clear_message(
 
 
 def test_unknown_torchvision_dataset_lists_the_known_ones(tmp_path: Path) -> None:
-    cfg = DataConfig(source="torchvision:CIFAR11", image_size=16, cache_dir=str(tmp_path))
-    with pytest.raises(DataError, match="unknown torchvision dataset 'CIFAR11'; expected one of CIFAR10"):
-        load_data(cfg)
+    with pytest.raises(ConfigError, match="unknown torchvision dataset 'CIFAR11'; expected one of CIFAR10"):
+        DataConfig(source="torchvision:CIFAR11", image_size=16, cache_dir=str(tmp_path))
+
+
+def gradient(size: int = 20) -> np.ndarray:
+    """A horizontal ramp 0 → 1, so a mode's values can be checked after decoding."""
+    return np.tile(np.linspace(0.0, 1.0, size), (size, 1))
+
+
+def mode_files(folder: Path) -> dict[str, Path]:
+    """One file per Pillow mode a photo folder can hold, each a ramp from black to white."""
+    folder.mkdir(parents=True)
+    ramp = gradient()
+    rgba = np.dstack(
+        [np.repeat((ramp * 255).astype(np.uint8)[..., None], 3, axis=2), np.full(ramp.shape, 255, np.uint8)]
+    )
+    images = {
+        "I;16": Image.fromarray((ramp * 65535).astype(np.uint16)),
+        "I": Image.fromarray((ramp * 65535).astype(np.int32), "I"),
+        "F": Image.fromarray(ramp.astype(np.float32), "F"),
+        "L": Image.fromarray((ramp * 255).astype(np.uint8), "L"),
+        "LA": Image.fromarray(rgba[..., [0, 3]], "LA"),
+        "RGBA": Image.fromarray(rgba, "RGBA"),
+        "P": Image.fromarray((ramp * 255).astype(np.uint8), "L").convert("P"),
+        "CMYK": Image.fromarray((ramp * 255).astype(np.uint8), "L").convert("RGB").convert("CMYK"),
+    }
+    out = {}
+    for mode, image in images.items():
+        suffix = ".tif" if mode in ("I", "F", "CMYK") else ".png"
+        out[mode] = folder / f"{mode.replace(';', '_')}{suffix}"
+        image.save(out[mode])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["I;16", "I", "F", "L", "LA", "RGBA", "P", "CMYK"])
+def test_every_image_mode_is_read_as_what_it_is(mode: str, tmp_path: Path) -> None:
+    from hpo.training.images import open_rgb
+
+    path = mode_files(tmp_path / "modes")[mode]
+    with Image.open(path) as raw:
+        assert raw.mode == mode or (mode == "I;16" and raw.mode.startswith("I")), raw.mode
+    pixels = np.asarray(open_rgb(path)).astype(int)
+    assert pixels.shape == (20, 20, 3)
+    assert pixels[:, 0].max() <= 2 and pixels[:, -1].min() >= 250, (mode, pixels[0, ::5])  # black → white
+    assert np.abs(pixels[0, 10] - 255 * 10 / 19).max() <= 3  # the middle is mid-grey, not clipped to 255
+
+
+def test_transparent_pixels_become_white_and_odd_modes_are_refused(tmp_path: Path) -> None:
+    from hpo.training.images import UnreadableImage, open_rgb
+
+    clear = tmp_path / "clear.png"
+    Image.new("RGBA", (8, 8), (0, 0, 0, 0)).save(clear)
+    assert np.asarray(open_rgb(clear)).min() == 255
+    negative = tmp_path / "negative.tif"
+    Image.fromarray(np.full((8, 8), -5.0, np.float32), "F").save(negative)
+    with pytest.raises(UnreadableImage, match="negative pixel values"):
+        open_rgb(negative)
+
+
+def test_a_16_bit_png_folder_trains_on_its_real_values(tmp_path: Path) -> None:
+    folder = tmp_path / "sixteen"
+    folder.mkdir()
+    for i in range(12):
+        Image.fromarray(np.full((16, 16), 30000 + i, np.uint16)).save(folder / f"{i}.png")
+    data = load_data(folder_config(folder, tmp_path))
+    values = torch.cat([data.train_images, data.val_images]).float()
+    assert values.min() >= 110 and values.max() <= 125  # 30000/65535·255 ≈ 117, not the clipped 255

@@ -8,16 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpo import train as train_module
-from hpo.config import DataConfig
-from hpo.data import ImageData, load_data
 from hpo.diffusion import unet as unet_module
 from hpo.diffusion.unet import UNet
 from hpo.doctor import data_checks, model_checks
 from hpo.doctor.run import run_doctor
-from hpo.spec import load_spec
+from hpo.spec.config import DataConfig
+from hpo.spec.loading import load_spec
+from hpo.training import trainer as train_module
+from hpo.training.data import ImageData, load_data
+from tests.cli import run_cli
 from tests.conftest import tiny_config
-from tests.service_helpers import write_spec
+from tests.service_helpers import TINY_SPEC, write_spec
 from tests.test_data import write_images
 
 CPU = torch.device("cpu")
@@ -28,7 +29,8 @@ def batch_of(data: ImageData) -> torch.Tensor:
 
 
 def test_healthy_digits_pass_every_fast_check(tmp_path: Path) -> None:
-    spec = load_spec(write_spec(tmp_path))
+    search = {**TINY_SPEC["search"], "ddim_steps": {"type": "int", "low": 10, "high": 20, "step": 10}}
+    spec = load_spec(write_spec(tmp_path, search=search, train={"timesteps": 100}))
     checks = run_doctor(spec, fast=True, out_dir=tmp_path)
     assert [c.status for c in checks] == ["pass"] * len(checks), [c.line() for c in checks]
     assert (tmp_path / "doctor-batch.png").exists()
@@ -45,25 +47,25 @@ def test_data_left_in_zero_one_is_named(digits8: ImageData, tmp_path: Path, monk
 
 def test_frozen_layer_is_named(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
     assert model_checks.gradient_flow(tiny_config(), digits8, CPU).status == "pass"
-    real = train_module.build_model
+    real = train_module.build_network
 
     def frozen(cfg, data):  # type: ignore[no-untyped-def]
-        model = real(cfg, data)
+        model, info = real(cfg, data)
         model.mid_attn.requires_grad_(False)
-        return model
+        return model, info
 
-    monkeypatch.setattr(train_module, "build_model", frozen)
+    monkeypatch.setattr(train_module, "build_network", frozen)
     check = model_checks.gradient_flow(tiny_config(), digits8, CPU)
     assert check.status == "fail" and "frozen" in check.reason and "mid_attn.qkv.weight" in check.reason
 
 
 def test_model_that_ignores_t_is_caught(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
     _, healthy = model_checks.overfit(tiny_config(), digits8, steps=60)
-    assert [c.status for c in model_checks.conditioning(healthy, digits8)] == ["pass", "pass"]
+    assert [c.status for c in model_checks.conditioning(healthy.model, healthy.info, digits8)] == ["pass", "pass"]
     real = unet_module.timestep_embedding
     monkeypatch.setattr(unet_module, "timestep_embedding", lambda t, dim: real(torch.zeros_like(t), dim))
     _, blind = model_checks.overfit(tiny_config(), digits8, steps=60)
-    time_check = model_checks.conditioning(blind, digits8)[0]
+    time_check = model_checks.conditioning(blind.model, blind.info, digits8)[0]
     assert time_check.status == "fail" and "timestep" in time_check.name
 
 
@@ -72,25 +74,25 @@ def test_disconnected_class_embedding_is_caught(digits8: ImageData, monkeypatch:
         return self.time_mlp(unet_module.timestep_embedding(t, self.cfg.base_channels))
 
     monkeypatch.setattr(UNet, "embed", no_class)
-    _, model = model_checks.overfit(tiny_config(), digits8, steps=60)
-    class_check = model_checks.conditioning(model, digits8)[1]
+    _, overfitted = model_checks.overfit(tiny_config(), digits8, steps=60)
+    class_check = model_checks.conditioning(overfitted.model, overfitted.info, digits8)[1]
     assert class_check.status == "fail" and "guidance will do nothing" in class_check.fix
     grads = model_checks.gradient_flow(tiny_config(), digits8, CPU)
     assert grads.status == "fail" and "class_emb.weight" in grads.reason
 
 
 def test_model_that_cannot_overfit_fails(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = train_module.build_model
+    from hpo.doctor import diagnose
+
+    real = diagnose.build_network
 
     def frozen_all(cfg, data):  # type: ignore[no-untyped-def]
-        model = real(cfg, data)
+        model, info = real(cfg, data)
         for name, p in model.named_parameters():
             p.requires_grad_(name.startswith("out."))
-        return model
+        return model, info
 
-    from hpo import diagnose
-
-    monkeypatch.setattr(diagnose, "build_model", frozen_all)
+    monkeypatch.setattr(diagnose, "build_network", frozen_all)
     check, _ = model_checks.overfit(tiny_config(), digits8, steps=60)
     assert check.status == "fail" and "broken" in check.fix
 
@@ -120,21 +122,20 @@ def test_folder_with_corrupt_and_duplicate_files(tmp_path: Path) -> None:
     shutil.copy(folder / "img0.png", folder / "copy.png")
     (folder / "broken.jpg").write_bytes(b"not a jpeg")
     cfg = DataConfig(source="folder", path=str(folder), image_size=16, cache_dir=str(tmp_path / "cache"))
-    files = data_checks.source_files(cfg)
-    assert files.status == "warn" and "1 unreadable" in files.reason and "broken.jpg" in files.reason
-    dupes, constants = data_checks.duplicates_and_constants(load_data(cfg))
+    data = load_data(cfg)
+    unreadable = data_checks.unreadable(data)
+    assert unreadable.status == "warn" and "1 of 14 files skipped" in unreadable.reason
+    assert "broken.jpg" in unreadable.reason
+    assert data_checks.unreadable(load_data(cfg)).reason == unreadable.reason  # also once the data is cached
+    dupes, constants = data_checks.duplicates_and_constants(data)
     assert dupes.status == "warn" and "1 exact duplicate" in dupes.reason
     assert constants.status == "pass"
 
 
-def test_launch_refuses_a_study_that_fails_the_fast_doctor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from tests.test_spec import run_cli
-
+def test_launch_refuses_a_study_that_fails_the_fast_doctor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = write_spec(tmp_path)
     db = tmp_path / "x.db"
     monkeypatch.setattr(train_module, "to_model_range", lambda u8: u8.float() / 255.0)
-    code, err = run_cli(["launch", str(spec), "--storage", f"sqlite:///{db}"], monkeypatch, capsys)
+    code, _, err = run_cli(["launch", str(spec), "--storage", f"sqlite:///{db}"])
     assert code == 2 and "[FAIL] data: value range" in err and "--skip-doctor" in err
     assert not db.exists()

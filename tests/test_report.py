@@ -13,7 +13,7 @@ import optuna
 import pytest
 from PIL import Image
 
-from hpo.report import write_report
+from hpo.report.render import write_report
 from tests.pg import free_port
 from tests.report_study import build_study
 from tests.service_helpers import dashboard_study_names, hpo_env
@@ -99,7 +99,7 @@ def test_report_renders_in_chromium_without_javascript_errors(
     shot = tmp_path / "report.png"
     browse(path.as_uri(), tmp_path, screenshot=shot)
     image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
-    assert len(set(image.resize((320, 600)).getdata())) > 50  # not blank
+    assert len(set(image.resize((320, 600)).get_flattened_data())) > 50  # not blank
 
 
 def test_hostile_study_name_renders_as_text(tmp_path: Path) -> None:

@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 import torch
 
 from hpo.diffusion.losses import target, to_x0_eps
-from hpo.diffusion.sampler import guided_output, make_denoiser, sample_ddim, sample_ddpm, trailing_timesteps
+from hpo.diffusion.sampler import (
+    guided_output,
+    make_denoiser,
+    sample_ddim,
+    sample_ddpm,
+    trailing_step,
+    trailing_timesteps,
+)
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.diffusion.unet import UNet, UNetConfig
 
@@ -87,3 +97,39 @@ def test_ancestral_ddpm_refuses_fewer_steps_than_T() -> None:
     net, sched = random_unet(), NoiseSchedule.create("linear", 20)
     with pytest.raises(ValueError, match="steps=T=20"):
         sample_ddpm(make_denoiser(net, sched, prediction="eps"), sched, torch.randn(1, 1, 8, 8), steps=10)
+
+
+def test_trailing_spacing_gives_exactly_steps_distinct_decreasing_timesteps_for_every_pair() -> None:
+    """Over all T ≤ 2000 and steps ≤ T (the float form fails 15k of them, e.g. T=100, steps=29):
+    the first step is T−1, the last ≥ 0, and the second differs from the first, at every pair
+    (vectorised over the same integer rule the sampler uses); every step of every list for T ≤ 400,
+    where the lists are built by the sampler's own function."""
+    for T in range(1, 2001):
+        steps = np.arange(1, T + 1)
+        assert (trailing_step(T, steps, 0) == T - 1).all()
+        assert (trailing_step(T, steps, steps - 1) >= 0).all()
+        many = steps[steps > 1]
+        assert (trailing_step(T, many, 1) < T - 1).all()
+        assert (trailing_step(T, many, many - 1) < trailing_step(T, many, many - 2)).all()
+    for T in range(1, 401):
+        for n in range(1, T + 1):
+            ts = trailing_timesteps(T, n)
+            assert len(ts) == n and ts[0] == T - 1 and ts[-1] >= 0
+            assert all(a > b for a, b in itertools.pairwise(ts)), (T, n)
+
+
+def test_ddim_with_an_exact_denoiser_does_not_collapse_at_t100_and_29_steps() -> None:
+    """Data N(0, 0.8²) per pixel, denoised by its exact posterior mean. The float trailing spacing
+    ran a 30th step at t = −1 for (T=100, 29 steps), read as the noisiest level, and collapsed the
+    samples (std 0.002 where 28 and 30 steps give 0.74)."""
+    sched = NoiseSchedule.create("linear", 100)
+    abar = torch.tensor(sched.alphas_cumprod, dtype=torch.float32)
+
+    def posterior_mean(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = abar[t].view(-1, 1, 1, 1)
+        x0 = a.sqrt() * 0.64 / (a * 0.64 + 1 - a) * x
+        return x0, (x - a.sqrt() * x0) / (1 - a).sqrt()
+
+    x = torch.randn(4096, 1, 1, 1, generator=torch.Generator().manual_seed(0))
+    std = {n: float(sample_ddim(posterior_mean, sched, x, steps=n, eta=0.0).std()) for n in (28, 29, 30)}
+    assert std[29] == pytest.approx((std[28] + std[30]) / 2, rel=0.01) and std[29] > 0.7, std

@@ -12,14 +12,14 @@ import torch
 from cleanfid import fid as cleanfid
 from PIL import Image
 
-from hpo.config import ScoreConfig
-from hpo.data import ImageData, to_model_range, to_uint8
 from hpo.errors import HpoError
 from hpo.scoring import reference as reference_module
 from hpo.scoring.features import FeatureExtractor, classifier_extractor, extract
 from hpo.scoring.reference import reference_stats
 from hpo.scoring.score import fid_kid, preflight
 from hpo.scoring.weights import WEIGHTS_ENV, fetch_weights, verify_weights
+from hpo.spec.config import ScoreConfig
+from hpo.training.data import ImageData, to_model_range, to_uint8
 
 CPU = torch.device("cpu")
 
@@ -100,8 +100,8 @@ COMPUTE_STATS = """
 import logging, sys, torch
 logging.basicConfig(level=logging.INFO)
 from pathlib import Path
-from hpo.config import DataConfig
-from hpo.data import load_data
+from hpo.spec.config import DataConfig
+from hpo.training.data import load_data
 from hpo.scoring.features import classifier_extractor
 from hpo.scoring.reference import reference_stats
 data = load_data(DataConfig(source="digits", image_size=16, cache_dir=sys.argv[1]))

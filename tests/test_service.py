@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -10,9 +11,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.spec import load_spec
-from hpo.storage import open_storage, resolve_url
-from hpo.study import create_or_resume, progress
+from hpo.service.storage import open_storage, resolve_url
+from hpo.service.study import create_or_resume, progress
+from hpo.spec.loading import load_spec
 from tests.pg import PASSWORD
 from tests.service_helpers import hpo, start_worker, write_spec
 
@@ -26,7 +27,7 @@ def launch(spec: Path, url: str, folder: Path) -> optuna.Study:
     return optuna.load_study(study_name=load_spec(spec).study.name, storage=open_storage(resolve_url(url)))
 
 
-def finish(procs: list, timeout: float = 600) -> list[str]:  # type: ignore[type-arg]
+def finish(procs: list[subprocess.Popen[str]], timeout: float = 600) -> list[str]:
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=timeout)

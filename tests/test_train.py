@@ -5,13 +5,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpo import train as train_module
-from hpo.data import ImageData, to_model_range
-from hpo.diagnose import overfit_single_batch
 from hpo.diffusion.losses import target
-from hpo.runtime import eval_mode
-from hpo.train import EvalPoint, Trainer, TrainingAborted, batch_indices, ema_beta, train
-from hpo.validation import evaluate_probe
+from hpo.diffusion.schedule import NoiseSchedule
+from hpo.doctor.diagnose import overfit_single_batch
+from hpo.training import trainer as train_module
+from hpo.training.data import ImageData, to_model_range
+from hpo.training.runtime import eval_mode
+from hpo.training.trainer import (
+    EvalPoint,
+    SyncPoint,
+    Trainer,
+    TrainingAborted,
+    TrainingStopped,
+    batch_indices,
+    ema_beta,
+    train,
+)
+from hpo.training.validation import ValidationProbe, evaluate_probe
 from tests.conftest import tiny_config
 
 
@@ -27,7 +37,8 @@ def test_short_run_on_digits_lowers_the_validation_metric(digits8: ImageData) ->
     assert [p.index for p in seen] == [1, 2, 3, 4]
     assert [p.step for p in seen] == cfg.eval_steps() == [62, 125, 188, 250]
     assert seen[-1].metrics["val_loss"] < 0.8 * seen[0].metrics["val_loss"]
-    assert {"val_loss@-6.0", "val_loss@+6.0", "train_loss"} <= set(seen[0].metrics)
+    assert {"val_loss@-6.0", "val_loss@+6.0", "val_rel@-6.0", "val_rel", "train_loss"} <= set(seen[0].metrics)
+    assert seen[-1].metrics["val_rel"] < seen[0].metrics["val_rel"]
     assert result.images_seen == 250 * 32
 
 
@@ -53,14 +64,37 @@ def test_validation_metric_is_measured_in_one_parameterisation(digits8: ImageDat
 
         return net
 
-    def score(prediction: str, shrink: float) -> float:
+    def score(prediction: str, shrink: float, metric: str) -> float:
         net = oracle(prediction, shrink)
-        return evaluate_probe(net, sched, probe, prediction=prediction, conditional=False)["val_loss"]
+        return evaluate_probe(net, sched, probe, prediction=prediction, conditional=False)[metric]
 
-    wrong = {p: score(p, 0.8) for p in ("eps", "v", "x0")}
-    assert wrong["eps"] > 0.01
-    assert wrong["v"] == pytest.approx(wrong["eps"], rel=1e-3) == pytest.approx(wrong["x0"], rel=1e-3)
-    assert all(score(p, 1.0) < 1e-6 for p in ("eps", "v", "x0"))
+    for metric in ("val_loss", "val_rel"):
+        wrong = {p: score(p, 0.8, metric) for p in ("eps", "v", "x0")}
+        assert wrong["eps"] > 0.01
+        assert wrong["v"] == pytest.approx(wrong["eps"], rel=1e-3) == pytest.approx(wrong["x0"], rel=1e-3)
+        assert all(score(p, 1.0, metric) < 1e-6 for p in ("eps", "v", "x0"))
+
+
+def test_reference_denoiser_scores_one_on_the_relative_metric(digits8: ImageData) -> None:
+    """A network that is the per-pixel Wiener denoiser scores exactly the reference: val_rel 1 at
+    every level, whatever T and schedule."""
+    for T, schedule in ((100, "linear"), (1000, "cosine")):
+        trainer = Trainer(tiny_config(timesteps=T, schedule=schedule), digits8, torch.device("cpu"))
+        sched, probe = trainer.schedule, trainer.probe
+
+        def wiener(
+            x_t: torch.Tensor,
+            t_model: torch.Tensor,
+            labels: torch.Tensor | None,
+            sched: NoiseSchedule = sched,
+            probe: ValidationProbe = probe,
+        ) -> torch.Tensor:
+            alpha, sigma = sched.alpha_sigma((t_model * sched.T / 1000).round().long())
+            gain = alpha * probe.var / (alpha**2 * probe.var + sigma**2)
+            return probe.mean + gain * (x_t - alpha * probe.mean)  # an x0 prediction
+
+        metrics = evaluate_probe(wiener, sched, probe, prediction="x0", conditional=False)
+        assert metrics["val_rel"] == pytest.approx(1.0, rel=1e-4)
 
 
 def test_planted_nan_stops_the_run_as_nan_loss(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,7 +134,7 @@ def test_resume_from_checkpoint_equals_an_uninterrupted_run(digits8: ImageData, 
     replayed: list[EvalPoint] = []
     resumed = train(cfg, digits8, on_eval=lambda p, _: replayed.append(p), checkpoint=ckpt)
     assert [(p.index, p.replayed) for p in replayed] == [(1, True), (2, True), (3, False)]
-    for a, b in zip(full.ema.state_dict().values(), resumed.ema.state_dict().values(), strict=True):
+    for a, b in zip(full.model.net.state_dict().values(), resumed.model.net.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert [p.metrics for p in full.history] == [p.metrics for p in resumed.history]
 
@@ -122,3 +156,37 @@ def test_ema_warms_up_so_short_runs_get_a_useful_average() -> None:
     cfg = tiny_config(batch_size=32, ema_halflife_kimg=10.0, ema_rampup=0.05)
     assert ema_beta(cfg, 320) <= 0.25  # 10 steps in: the EMA follows the weights closely
     assert ema_beta(cfg, 1_000_000) == pytest.approx(0.5 ** (32 / 10_000))
+
+
+def test_sync_points_cover_every_step_once_with_finite_values(digits8: ImageData) -> None:
+    cfg = tiny_config(kimg=1.6, batch_size=32, num_evals=2, warmup_kimg=0.32)
+    synced: list[SyncPoint] = []
+    train(cfg, digits8, on_sync=synced.append)
+    steps = [s for p in synced for s in p.steps]
+    assert steps == list(range(1, cfg.total_steps + 1))
+    assert all(v > 0 for p in synced for v in p.losses + p.grad_norms + [p.images_per_second])
+    lrs = [lr for p in synced for lr in p.lrs]
+    assert lrs[0] == pytest.approx(cfg.lr * 32 / 320) and lrs[-1] == cfg.lr  # warm-up, then the set lr
+
+
+def test_progress_log_shows_only_synced_losses(digits8: ImageData, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="hpo.train"):
+        train(tiny_config(kimg=1.6, batch_size=16, num_evals=2), digits8)
+    lines = [r.getMessage() for r in caplog.records if "loss" in r.getMessage()]
+    assert lines and not any("nan" in line.lower() for line in lines), lines
+
+
+def test_should_stop_ends_the_run_at_once_and_writes_no_checkpoint_after(digits8: ImageData, tmp_path: Path) -> None:
+    cfg = tiny_config(kimg=3, batch_size=32, num_evals=3)
+    ckpt = tmp_path / "ckpt.pt"
+    calls = {"n": 0}
+
+    def stop_after_first_eval() -> bool:
+        calls["n"] += 1
+        return ckpt.exists()
+
+    with pytest.raises(TrainingStopped) as err:
+        train(cfg, digits8, should_stop=stop_after_first_eval, checkpoint=ckpt)
+    assert err.value.step == cfg.eval_steps()[0]  # stopped at the first poll after the first save
+    state = torch.load(ckpt, weights_only=True)
+    assert state["step"] == cfg.eval_steps()[0]  # nothing saved after the stop

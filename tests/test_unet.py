@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from hpo.diffusion.unet import UNet, UNetConfig, count_parameters
+from hpo.diffusion.unet import UNet, UNetConfig
+from hpo.training.model import count_parameters
 
 
 def test_ddpm_cifar_configuration_has_about_35m_parameters() -> None:

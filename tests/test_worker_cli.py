@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from hpo.commands.worker import child_command, parse_gpus
+from hpo.commands.worker import parse_gpus, worker_argv
 from hpo.errors import HpoError
-from hpo.worker import WorkerOptions
+from hpo.service.worker import WorkerOptions
 
 
 def test_gpu_children_get_their_own_index_and_never_the_storage_url() -> None:
@@ -18,8 +18,8 @@ def test_gpu_children_get_their_own_index_and_never_the_storage_url() -> None:
         cache_dir=Path("/c"),
         worker_index=2,
     )
-    cmd = child_command(opts, 3)
-    assert cmd[3:8] == ["worker", "--gpus", "0", "--worker-index", "3"]
+    cmd = worker_argv(opts)
+    assert cmd[3:8] == ["worker", "--gpus", "0", "--worker-index", "2"]
     assert {"--study", "s", "--exit-when-idle", "--cache-dir", "/c"} <= set(cmd)
     assert not any("secret" in part for part in cmd)
 

@@ -1,1 +1,2 @@
-"""What each CLI command does, kept out of ``cli.py`` so the CLI holds no logic."""
+"""What each CLI command does (the top layer): parse, call one function, print. May import
+everything below."""

@@ -2,56 +2,67 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import optuna
 
-from hpo.commands.report import default_report_path
-from hpo.commands.status import progress_line, trials_table
+from hpo.commands.status import best_text, progress_line, trials_table
+from hpo.commands.worker import worker_argv, worker_env
 from hpo.errors import HpoError
-from hpo.report import write_report
+from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
-from hpo.spec import Spec, load_spec
-from hpo.storage import STORAGE_ENV, is_sqlite, open_storage, redact, resolve_url
-from hpo.study import create_or_resume, progress
+from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url
+from hpo.service.study import create_or_resume, existing_study, progress
+from hpo.service.worker import WorkerOptions
+from hpo.spec.loading import load_spec
+from hpo.spec.rules import check_study_name
+from hpo.spec.spec import Spec
+from hpo.tracking.external import check_trackers
+from hpo.training.runtime import threads_per_worker
 
 
-def worker_command(study: str, index: int, *, artifacts: Path, poll: float, threads: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "hpo",
-        "worker",
-        "--study",
-        study,
-        "--exit-when-idle",
-        "--worker-index",
-        str(index),
-        "--artifacts",
-        str(artifacts),
-        "--poll",
-        str(poll),
-        "--threads",
-        str(threads),
-    ]
+@dataclass
+class LocalWorker:
+    """A local worker process whose stderr is passed through, its last line kept to say why it died."""
+
+    proc: subprocess.Popen[bytes]
+    last_line: list[str] = field(default_factory=lambda: [""])
+
+    def relay(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace")
+            sys.stderr.write(line)
+            if line.strip():
+                self.last_line[0] = line.strip()
+
+    @property
+    def failed(self) -> bool:
+        return self.proc.poll() not in (None, 0)
 
 
-def start_workers(
-    url: str, study: str, n: int, *, artifacts: Path, detach: bool, poll: float = 2.0
-) -> list[subprocess.Popen[bytes]]:
+def start_workers(url: str, study: str, n: int, *, artifacts: Path, detach: bool) -> list[LocalWorker]:
     """Local worker processes; the storage URL travels in the environment, not on the command line."""
-    env = {**os.environ, STORAGE_ENV: url}
-    threads = max(1, (os.cpu_count() or 1) // max(n, 1))  # local workers share the CPU cores
-    return [
-        subprocess.Popen(
-            worker_command(study, i, artifacts=artifacts, poll=poll, threads=threads), env=env, start_new_session=detach
-        )
-        for i in range(n)
-    ]
+    out = []
+    for i in range(n):
+        opts = WorkerOptions(
+            url=url, study=study, exit_when_idle=True, worker_index=i, artifact_dir=artifacts,
+            poll_seconds=2.0, threads=threads_per_worker(n),
+        )  # fmt: skip
+        argv = worker_argv(opts)
+        if detach:
+            out.append(LocalWorker(subprocess.Popen(argv, env=worker_env(url), start_new_session=True)))
+            continue
+        worker = LocalWorker(subprocess.Popen(argv, env=worker_env(url), stderr=subprocess.PIPE))
+        assert worker.proc.stderr is not None
+        threading.Thread(target=worker.relay, args=(worker.proc.stderr,), daemon=True).start()
+        out.append(worker)
+    return out
 
 
 def preflight_doctor(spec: Spec) -> None:
@@ -60,13 +71,14 @@ def preflight_doctor(spec: Spec) -> None:
 
     checks = run_doctor(spec, fast=True, out_dir=Path("runs") / "doctor")
     failed = [c for c in checks if c.status == "fail"]
-    for check in failed:
-        print(check.line(), file=sys.stderr)
+    for check in checks:
+        if check.status in ("fail", "warn"):
+            print(check.line(), file=sys.stderr)
     if failed:
         raise HpoError(
             f"`hpo doctor --fast` failed {len(failed)} check(s) above; fix them, or launch with --skip-doctor"
         )
-    print(f"hpo doctor --fast: {len(checks)} checks passed")
+    print(f"hpo doctor --fast: {len(checks) - len(failed)} of {len(checks)} checks passed")
 
 
 def format_seconds(s: float) -> str:
@@ -74,7 +86,8 @@ def format_seconds(s: float) -> str:
     return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[subprocess.Popen[bytes]]) -> None:
+def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[LocalWorker]) -> None:
+    """Print progress until the study is done or every local worker has exited."""
     started, last, last_state, last_print = time.monotonic(), "", "", 0.0
     tty = sys.stdout.isatty()
     while True:
@@ -85,7 +98,7 @@ def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[subpro
             if 0 < p.finished < n_trials
             else ""
         )
-        state = progress_line(p, metric)
+        state = progress_line(p, metric, best_text(study, p))
         line = f"{state} | {format_seconds(elapsed)} elapsed{eta}"
         if tty:  # one live line, rewritten every second
             print("\r" + line.ljust(len(last)), end="", flush=True)
@@ -93,18 +106,29 @@ def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[subpro
         elif state != last_state or elapsed - last_print >= 60:  # logs: a line per change, or per minute
             print(line, flush=True)
             last_state, last_print = state, elapsed
-        if p.done:
-            break
-        if workers and all(w.poll() is not None for w in workers) and p.running == 0:
-            print(
-                f"\nall local workers exited with the study unfinished ({p.finished}/{n_trials}); "
-                "start more with `hpo worker`, or relaunch to resume",
-                file=sys.stderr,
-            )
+        if p.done or (workers and all(w.proc.poll() is not None for w in workers) and p.running == 0):
             break
         time.sleep(1.0)
     if tty:
         print()
+
+
+def check_workers_finished(study: optuna.Study, n_trials: int, workers: list[LocalWorker]) -> None:
+    p = progress(study, n_trials)
+    if p.done:
+        return
+    failed = [w for w in workers if w.failed]
+    if workers and len(failed) == len(workers):
+        codes = ", ".join(str(w.proc.returncode) for w in failed)
+        raise HpoError(
+            f"all {len(workers)} local worker(s) failed (exit {codes}) with the study unfinished "
+            f"({p.finished}/{n_trials}); the last said: {failed[-1].last_line[0] or 'nothing'}"
+        )
+    print(
+        f"local workers exited with the study unfinished ({p.finished}/{n_trials}); start more with "
+        "`hpo worker`, or relaunch to resume",
+        file=sys.stderr,
+    )
 
 
 def run_launch(
@@ -118,11 +142,16 @@ def run_launch(
     doctor: bool = True,
 ) -> None:
     spec = load_spec(spec_path)
+    if new_name is not None:
+        check_study_name(new_name, key="--new-name")
     url = resolve_url(storage)
     preflight(spec.score)
-    if doctor:
+    check_trackers(spec.tracking)
+    store = open_storage(url)
+    resuming = existing_study(spec, store, new_name or spec.study.name) is not None
+    if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
-    study, created = create_or_resume(spec, open_storage(url), name=new_name)
+    study, created = create_or_resume(spec, store, name=new_name)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
     n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
@@ -130,17 +159,17 @@ def run_launch(
     if detach:
         print(f"{n_workers} worker(s) started in the background; follow with `hpo status {name}`")
         return
-    metric = "classifier-FID" if spec.score.features == "classifier" else "FID"
     try:
-        follow(study, spec.study.n_trials, metric, procs)
+        follow(study, spec.study.n_trials, spec.score.metric_name, procs)
     except KeyboardInterrupt:
-        for proc in procs:
-            proc.terminate()  # SIGTERM: running trials are queued for retry
-        for proc in procs:
-            proc.wait()
+        for w in procs:
+            w.proc.terminate()  # SIGTERM: running trials are queued for retry
+        for w in procs:
+            w.proc.wait()
         print(f"\nstopped; relaunch `hpo launch {spec_path}` to resume", file=sys.stderr)
         raise SystemExit(130) from None
-    for proc in procs:
-        proc.wait()
-    print(trials_table(study))
-    print(f"report: {write_report(study, default_report_path(name), artifact_dir=artifacts)}")
+    for w in procs:
+        w.proc.wait()
+    check_workers_finished(study, spec.study.n_trials, procs)
+    print(trials_table(study, spec.score.metric_name))
+    print(f"report: {write_report(study, report_path(name), artifact_dir=artifacts)}")

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import optuna
-
-from hpo.errors import HpoError
-from hpo.report import write_report
-from hpo.storage import open_storage, redact
-
-
-def default_report_path(study_name: str) -> Path:
-    return Path("reports") / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', study_name)}.html"
+from hpo.report.render import report_path, write_report
+from hpo.service.storage import open_storage, redact
+from hpo.service.study import load
 
 
 def run_report(url: str, study_name: str, *, out: Path | None, artifacts: Path) -> Path:
-    try:
-        study = optuna.load_study(study_name=study_name, storage=open_storage(url))
-    except KeyError:
-        raise HpoError(f"no study named {study_name!r} in {redact(url)}; `hpo status` lists them") from None
-    return write_report(study, out or default_report_path(study_name), artifact_dir=artifacts)
+    study = load(open_storage(url, must_exist=True), study_name, redact(url))
+    return write_report(study, out or report_path(study_name), artifact_dir=artifacts)

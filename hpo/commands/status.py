@@ -1,16 +1,17 @@
-"""``hpo status``: studies, or one study's trials, as plain-text tables."""
+"""``hpo status``: studies, or one study's trials, as plain-text tables. States and reasons are the
+same words as in the report (``hpo.service.trials``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
-from hpo.errors import HpoError
-from hpo.storage import open_storage, redact
-from hpo.study import SPEC_ATTR, Progress, progress
+from hpo.service.storage import open_storage, redact
+from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
+from hpo.service.trials import current_attrs, fail_reason, retried_numbers
+from hpo.training.validation import PRUNING_METRIC
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
@@ -27,41 +28,68 @@ def _fmt(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def n_trials_of(study: optuna.Study) -> int:
-    return int(json.loads(study.user_attrs.get(SPEC_ATTR, "{}")).get("study", {}).get("n_trials", 0))
+def best_text(study: optuna.Study, p: Progress) -> str:
+    """The best score with its noise (±, from a second independent sample set) when measured."""
+    if p.best is None:
+        return "-"
+    best = next((t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == p.best), None)
+    noise = best.user_attrs.get("fid_noise") if best is not None else None
+    return f"{p.best:.4g} ± {noise:.2g}" if isinstance(noise, (int, float)) else f"{p.best:.4g}"
 
 
-def metric_of(study: optuna.Study) -> str:
-    features = json.loads(study.user_attrs.get(SPEC_ATTR, "{}")).get("score", {}).get("features", "inception")
-    return "classifier-FID" if features == "classifier" else "FID"
-
-
-def progress_line(p: Progress, metric: str = "FID") -> str:
-    best = f"{p.best:.4g}" if p.best is not None else "-"
+def progress_line(p: Progress, metric: str = "FID", best: str | None = None) -> str:
+    best = best if best is not None else (f"{p.best:.4g}" if p.best is not None else "-")
+    retried = f", {p.retried} retried" if p.retried else ""
     return (
-        f"{p.finished}/{p.n_trials} finished: {p.complete} complete, {p.pruned} pruned, {p.failed} failed, "
+        f"{p.finished}/{p.n_trials} finished: {p.complete} complete, {p.pruned} pruned, {p.failed} failed{retried}, "
         f"{p.running} running | best {metric} {best}"
     )
 
 
-def fail_reason(t: FrozenTrial) -> str | None:
-    reason = t.user_attrs.get("fail_reason")
-    if reason:
-        return str(reason)
-    if t.state == optuna.trial.TrialState.FAIL:
-        return "worker_lost"
-    return None
+def _state(t: FrozenTrial, retried: dict[int, int]) -> str:
+    if t.number in retried:
+        return f"{t.state.name} → #{retried[t.number]}"
+    return t.state.name
 
 
-def trials_table(study: optuna.Study) -> str:
+def _sampling(t: FrozenTrial) -> str | None:
+    choice = current_attrs(t).get("sampling")
+    if not isinstance(choice, dict):
+        return None
+    return f"w={choice['guidance_scale']:g} steps={choice['ddim_steps']} eta={choice['eta']:g}"
+
+
+def _last_val(t: FrozenTrial) -> float | None:
+    curve = current_attrs(t).get("curve")
+    if not isinstance(curve, dict) or not curve:
+        return None
+    value = curve[max(curve, key=int)].get(PRUNING_METRIC)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def trials_table(study: optuna.Study, metric: str) -> str:
+    """One row per attempt: the score only for complete trials, the validation metric at the last
+    evaluation point for every trial that reached one (pruned trials stop there)."""
     trials = study.get_trials(deepcopy=False)
+    retried = retried_numbers(trials)
     names = sorted({k for t in trials for k in t.params})
-    rows = [[t.number, t.state.name, t.value, *(t.params.get(n) for n in names), fail_reason(t)] for t in trials]
-    return table(rows, ["#", "state", "value", *names, "reason"])
+    rows = [
+        [
+            t.number,
+            _state(t, retried),
+            t.value if t.state == TrialState.COMPLETE else None,
+            _last_val(t),
+            *(t.params.get(n) for n in names),
+            _sampling(t),
+            fail_reason(t),
+        ]
+        for t in trials
+    ]
+    return table(rows, ["#", "state", metric, f"{PRUNING_METRIC}@last", *names, "best sampling", "reason"])
 
 
 def status_text(url: str, study_name: str | None) -> str:
-    storage = open_storage(url)
+    storage = open_storage(url, must_exist=True)
     if study_name is None:
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
         if not summaries:
@@ -69,10 +97,9 @@ def status_text(url: str, study_name: str | None) -> str:
         rows = []
         for s in summaries:
             study = optuna.load_study(study_name=s.study_name, storage=storage)
-            rows.append([s.study_name, progress_line(progress(study, n_trials_of(study)), metric_of(study))])
+            p = progress(study, n_trials_of(study))
+            rows.append([s.study_name, progress_line(p, metric_of(study), best_text(study, p))])
         return table(rows, ["study", "progress"])
-    try:
-        study = optuna.load_study(study_name=study_name, storage=storage)
-    except KeyError:
-        raise HpoError(f"no study named {study_name!r} in {redact(url)}; `hpo status` lists them") from None
-    return progress_line(progress(study, n_trials_of(study)), metric_of(study)) + "\n\n" + trials_table(study)
+    study = load(storage, study_name, redact(url))
+    p, metric = progress(study, n_trials_of(study)), metric_of(study)
+    return progress_line(p, metric, best_text(study, p)) + "\n\n" + trials_table(study, metric)

@@ -1,53 +1,131 @@
-"""``hpo train``: one run by hand, with progress output and a sample grid."""
+"""``hpo train``: one run by hand: train, sweep the sampling combinations, print the table, write a
+sample grid, a checkpoint and a TensorBoard log. ``--from STUDY:TRIAL`` reproduces a trial."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from hpo.data import load_data
 from hpo.errors import ConfigError, HpoError
-from hpo.generate import sample_images, save_grid
-from hpo.spec import load_spec, parse_overrides
-from hpo.train import EvalPoint, TrainingAborted, train
+from hpo.scoring.score import make_scorer, preflight
+from hpo.scoring.sweep import run_sweep, sweep_table
+from hpo.service.storage import open_storage, redact, resolve_url
+from hpo.service.study import load, require_spec
+from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
+from hpo.spec.sampling import SAMPLING_FIELDS
+from hpo.spec.spec import Spec, spec_from_dict
+from hpo.tracking.base import RunInfo
+from hpo.tracking.runs import open_runs
+from hpo.training.data import load_data
+from hpo.training.generate import sample_images, save_grid
+from hpo.training.trainer import EvalPoint, TrainingAborted, train
 
 log = logging.getLogger("hpo")
 
 
-def run_train(spec_path: Path, overrides: list[str], out: Path) -> None:
-    spec = load_spec(spec_path, overrides)
-    params = {**(spec.baselines[0] if spec.baselines else {}), **parse_overrides(overrides).get("train", {})}
+def from_trial(source: str, storage: str | None, overrides: list[str]) -> tuple[Spec, dict[str, Any]]:
+    """``STUDY:TRIAL`` → the study's stored spec (with ``--set`` applied) and that trial's parameters."""
+    name, sep, number = source.rpartition(":")
+    if not sep or not name or not number.isdigit():
+        raise HpoError(f"--from {source!r}: expected STUDY:TRIAL, e.g. digits-quickstart:7")
+    url = resolve_url(storage)
+    study = load(open_storage(url, must_exist=True), name, redact(url))
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    if int(number) not in trials:
+        raise HpoError(f"--from {source!r}: study {name!r} has no trial {number} (0..{max(trials, default=-1)})")
+    stored = require_spec(study)
     try:
-        cfg = spec.train_config(params)
+        spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
-        raise err.in_file(str(spec_path)) from None
+        raise err.in_file(f"study {name}") from None
+    return spec, dict(trials[int(number)].params)
+
+
+def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """``--set`` items for the spec, and sampling settings fixed for this run (``--set
+    guidance_scale=2`` or ``sampling.guidance_scale=2``), which replace their sweep axis."""
+    for_spec, fixed = [], {}
+    for item in overrides:
+        key = item.partition("=")[0].rpartition(".")[2]
+        if key in SAMPLING_FIELDS:
+            fixed.update(next(iter(parse_overrides([item]).values())))
+        else:
+            for_spec.append(item)
+    return for_spec, fixed
+
+
+def run_train(
+    spec_path: Path | None, overrides: list[str], out: Path, *, source: str | None = None, storage: str | None = None
+) -> None:
+    overrides, fixed_sampling = split_overrides(overrides)
+    if source is not None:
+        spec, params = from_trial(source, storage, overrides)
+    elif spec_path is not None:
+        spec = load_spec(spec_path, overrides)
+        params = dict(spec.baselines[0]) if spec.baselines else {}
+    else:
+        raise HpoError("hpo train needs a SPEC file or --from STUDY:TRIAL")
+    params.update(parse_overrides(overrides).get("train", {}))
+    train_params, sampling_params = spec.split_params(params)
+    try:
+        cfg = spec.train_config(train_params)
+        combos = spec.sampling_combinations(cfg, {**sampling_params, **fixed_sampling})
+    except ConfigError as err:
+        raise err.in_file(spec.file) from None
+    preflight(spec.score)
     data = load_data(spec.data)
     log.info(
         "data: %d training / %d validation images, %d classes, %d px",
-        data.train_images.shape[0],
-        data.val_images.shape[0],
-        data.num_classes,
-        data.image_size,
-    )
+        data.train_images.shape[0], data.val_images.shape[0], data.num_classes, data.image_size,
+    )  # fmt: skip
+    summary = _train_and_score(spec, cfg, combos, data, params, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary))
 
-    def show(point: EvalPoint, _ema: object) -> None:
+
+def _train_and_score(
+    spec: Spec, cfg: Any, combos: list[Any], data: Any, params: Mapping[str, Any], out: Path
+) -> dict[str, Any]:
+    runs = open_runs(spec.tracking, RunInfo("hpo-train", 0, params), tensorboard_dir=out / "tensorboard", local_dir=out)
+
+    def show(point: EvalPoint, _model: object) -> None:
         log.info(
-            "eval %d/%d at %.1f kimg: val_loss %.4f", point.index, cfg.num_evals, point.kimg, point.metrics["val_loss"]
-        )
+            "eval %d/%d at %.1f kimg: val_loss %.4f, val_rel %.4f",
+            point.index, cfg.num_evals, point.kimg, point.metrics["val_loss"], point.metrics["val_rel"],
+        )  # fmt: skip
+        runs.on_eval(point, None)
 
     try:
-        result = train(cfg, data, on_eval=show, checkpoint=out / "checkpoint.pt")
+        result = train(cfg, data, on_eval=show, on_sync=runs.on_sync, checkpoint=out / "checkpoint.pt")
     except TrainingAborted as err:
+        runs.close()
         raise HpoError(f"training stopped: {err}; try a lower lr or stronger grad_clip") from None
-    images = sample_images(result.ema, result.schedule, cfg, n=64, seed=cfg.seed)
-    grid = save_grid(images, out / "samples.png", nrow=8)
-    summary = {
+    scorer = make_scorer(spec.score, data, device=result.model.device, cache_dir=spec.data.cache_path / "scoring")
+    sweep = run_sweep(
+        scorer,
+        result.model,
+        combos,
+        screen_samples=spec.sampling.screen_samples,
+        rescore_top=spec.sampling.rescore_top,
+        class_frequencies=data.class_frequencies(),
+    )
+    print(sweep_table(sweep, spec.score.metric_name))
+    best = sweep.best
+    grid = save_grid(sample_images(result.model, best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8)
+    runs.on_result({"fid": best.fid, "kid": best.kid}, {}, result.steps)
+    runs.close()
+    return {
         "val_loss": result.history[-1].metrics["val_loss"],
+        "val_rel": result.history[-1].metrics["val_rel"],
+        spec.score.metric_name: best.fid,
+        "sampling": best.sampling.as_dict(),
+        "sweep": [s.to_dict() for s in sweep.scores],
         "seconds": round(result.seconds, 1),
         "images_per_second": round(result.images_per_second, 1),
         "parameters": result.num_parameters,
         "samples": str(grid),
+        "tensorboard": str(out / "tensorboard"),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(json.dumps(summary))

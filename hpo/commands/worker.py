@@ -1,17 +1,24 @@
-"""``hpo worker``: one process per GPU (CPU when none), each serving studies."""
+"""``hpo worker``: one process per GPU (CPU when none), each serving studies; the worker that
+finishes a study writes its report. Also the one builder of a worker's command line."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import FrameType
 
+import optuna
+
 from hpo.errors import HpoError
-from hpo.storage import STORAGE_ENV
-from hpo.worker import WorkerOptions, run_worker
+from hpo.service.storage import STORAGE_ENV
+from hpo.service.worker import OnStudyDone, WorkerOptions, run_worker
+
+log = logging.getLogger("hpo.worker")
 
 
 def parse_gpus(gpus: str) -> list[int]:
@@ -31,22 +38,11 @@ def parse_gpus(gpus: str) -> list[int]:
     return wanted
 
 
-def child_command(opts: WorkerOptions, index: int) -> list[str]:
-    """The command of the worker process for one GPU; it sees only that GPU, as device 0."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "hpo",
-        "worker",
-        "--gpus",
-        "0",
-        "--worker-index",
-        str(index),
-        "--artifacts",
-        str(opts.artifact_dir),
-        "--poll",
-        str(opts.poll_seconds),
-    ]
+def worker_argv(opts: WorkerOptions, *, gpus: str = "0", report_dir: Path | None = None) -> list[str]:
+    """The command line of a worker process with ``opts`` (the storage URL travels in the
+    environment, never on a command line that ``ps`` shows)."""
+    cmd = [sys.executable, "-m", "hpo", "worker", "--gpus", gpus, "--worker-index", str(opts.worker_index)]
+    cmd += ["--artifacts", str(opts.artifact_dir), "--poll", str(opts.poll_seconds)]
     if opts.study is not None:
         cmd += ["--study", opts.study]
     if opts.max_trials is not None:
@@ -57,25 +53,46 @@ def child_command(opts: WorkerOptions, index: int) -> list[str]:
         cmd += ["--cache-dir", str(opts.cache_dir)]
     if opts.threads:
         cmd += ["--threads", str(opts.threads)]
+    if report_dir is not None:
+        cmd += ["--reports", str(report_dir)]
     return cmd
 
 
-def run_workers(opts: WorkerOptions, gpus: str) -> None:
+def worker_env(url: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, STORAGE_ENV: url, **extra}
+
+
+def report_writer(report_dir: Path, artifact_dir: Path) -> OnStudyDone:
+    """The callback that writes a finished study's report (the worker knows nothing of reports)."""
+    from hpo.report.render import report_path, write_report
+
+    def write(study: optuna.Study) -> None:
+        path = write_report(study, report_path(study.study_name, report_dir), artifact_dir=artifact_dir)
+        log.info("study %s is done; report: %s", study.study_name, path)
+
+    return write
+
+
+def run_workers(opts: WorkerOptions, gpus: str, report_dir: Path | None) -> None:
     """One worker in this process for zero or one GPU; one child process per GPU otherwise."""
     indices = parse_gpus(gpus)
     if len(indices) <= 1:
         device = f"cuda:{indices[0]}" if indices else "cpu"
-        run_worker(replace(opts, device=device))
+        from hpo.training.runtime import set_threads
+
+        set_threads(opts.threads)
+        done = report_writer(report_dir, opts.artifact_dir) if report_dir is not None else None
+        run_worker(replace(opts, device=device), on_study_done=done)
         return
     children = []
     for i, gpu in enumerate(indices):
-        # the storage URL travels in the environment, never on a command line that `ps` shows
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), STORAGE_ENV: opts.url}
-        children.append(subprocess.Popen(child_command(opts, opts.worker_index + i), env=env))
+        child = replace(opts, worker_index=opts.worker_index + i)
+        env = worker_env(opts.url, CUDA_VISIBLE_DEVICES=str(gpu))  # each child sees its GPU as device 0
+        children.append(subprocess.Popen(worker_argv(child, report_dir=report_dir), env=env))
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        for child in children:
-            child.send_signal(signum)
+        for child_proc in children:
+            child_proc.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)

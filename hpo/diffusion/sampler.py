@@ -7,6 +7,7 @@ network, its parameterisation and classifier-free guidance, so samplers know not
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,11 +59,18 @@ def make_denoiser(
 
 
 def trailing_timesteps(T: int, steps: int) -> list[int]:
-    """'Trailing' spacing (Lin et al. 2024, Table 2): starts at t = T−1, so few-step sampling
-    begins from pure noise."""
+    """'Trailing' spacing (Lin et al. 2024, Table 2): t_i = T − 1 − round(i·T/steps), i = 0..steps−1,
+    so sampling starts from pure noise at t = T−1. Integer arithmetic (round half up): exactly
+    ``steps`` distinct, decreasing timesteps in [0, T−1]. The float form ``arange(T, 0, -T/steps)``
+    (also diffusers') yields steps+1 entries ending in −1 for some pairs, e.g. T=100, steps=29."""
     if not 1 <= steps <= T:
         raise ValueError(f"steps must be in [1, T={T}], got steps={steps}")
-    return [int(t) for t in np.round(np.arange(T, 0, -T / steps)).astype(np.int64) - 1]
+    return [int(trailing_step(T, steps, i)) for i in range(steps)]
+
+
+def trailing_step(T: int, steps: Any, i: Any) -> Any:
+    """The i-th trailing timestep, T − 1 − round_half_up(i·T/steps), for ints or integer arrays."""
+    return T - 1 - (2 * i * T + steps) // (2 * steps)
 
 
 def _noise(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

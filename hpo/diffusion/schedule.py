@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,10 +17,11 @@ MAX_BETA = 0.999
 SCHEDULES = ("linear", "cosine", "sigmoid")
 
 
-def linear_betas(T: int, beta_start: float = 1e-4, beta_end: float = 0.02) -> np.ndarray:
-    """Ho et al. (2020): betas linear in t. The range is given for T=1000 and scaled by 1000/T
-    (Nichol & Dhariwal 2021, ``get_named_beta_schedule``) so every T has the same ᾱ curve."""
-    scale = 1000.0 / T
+def linear_betas(T: int, beta_start: float = 1e-4, beta_end: float = 0.02, *, scaled: bool = True) -> np.ndarray:
+    """Ho et al. (2020): betas linear in t. ``scaled``: the range is given for T=1000 and scaled by
+    1000/T (Nichol & Dhariwal 2021, ``get_named_beta_schedule``) so every T has the same ᾱ curve;
+    otherwise the range is taken literally over T (diffusers' ``DDPMScheduler``, most hand-written code)."""
+    scale = 1000.0 / T if scaled else 1.0
     betas = np.linspace(beta_start * scale, beta_end * scale, T, dtype=np.float64)
     return np.clip(betas, 0.0, MAX_BETA)
 
@@ -49,16 +51,37 @@ def sigmoid_betas(T: int, start: float = -3.0, end: float = 3.0, tau: float = 1.
     return betas_from_alpha_bar(T, np.clip(alpha_bar, 1e-12, 1.0))
 
 
-def make_betas(name: str, T: int, *, beta_start: float = 1e-4, beta_end: float = 0.02) -> np.ndarray:
+def rescale_zero_terminal_snr(betas: np.ndarray) -> np.ndarray:
+    """Lin et al. (2024), Algorithm 1: shift and scale √ᾱ so that ᾱ_{T-1} = 0 (the last step is pure
+    noise, as at sampling time) while ᾱ_0 keeps its value. Needs v- or x0-prediction."""
+    root = np.sqrt(np.cumprod(1.0 - betas))
+    first, last = root[0], root[-1]
+    root = (root - last) * first / (first - last)
+    alpha_bar = root**2
+    alphas = np.concatenate([alpha_bar[:1], alpha_bar[1:] / alpha_bar[:-1]])
+    return 1.0 - alphas
+
+
+def make_betas(
+    name: str,
+    T: int,
+    *,
+    beta_start: float = 1e-4,
+    beta_end: float = 0.02,
+    scaled: bool = True,
+    zero_terminal_snr: bool = False,
+) -> np.ndarray:
     if T < 2:
         raise ValueError(f"T must be at least 2, got T={T}")
     if name == "linear":
-        return linear_betas(T, beta_start, beta_end)
-    if name == "cosine":
-        return cosine_betas(T)
-    if name == "sigmoid":
-        return sigmoid_betas(T)
-    raise ValueError(f"unknown schedule {name!r}; expected one of {', '.join(SCHEDULES)}")
+        betas = linear_betas(T, beta_start, beta_end, scaled=scaled)
+    elif name == "cosine":
+        betas = cosine_betas(T)
+    elif name == "sigmoid":
+        betas = sigmoid_betas(T)
+    else:
+        raise ValueError(f"unknown schedule {name!r}; expected one of {', '.join(SCHEDULES)}")
+    return rescale_zero_terminal_snr(betas) if zero_terminal_snr else betas
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,8 +91,9 @@ class NoiseSchedule:
     betas: np.ndarray
 
     @classmethod
-    def create(cls, name: str, T: int, *, beta_start: float = 1e-4, beta_end: float = 0.02) -> NoiseSchedule:
-        return cls(make_betas(name, T, beta_start=beta_start, beta_end=beta_end))
+    def create(cls, name: str, T: int, **options: Any) -> NoiseSchedule:
+        """The schedule ``name`` over ``T`` steps; ``options`` are :func:`make_betas`' keywords."""
+        return cls(make_betas(name, T, **options))
 
     @property
     def T(self) -> int:
@@ -81,8 +105,10 @@ class NoiseSchedule:
 
     @property
     def log_snr(self) -> np.ndarray:
+        """λ_t = log(ᾱ_t / (1-ᾱ_t)); −inf where ᾱ_t = 0 (zero terminal SNR)."""
         a = self.alphas_cumprod
-        return np.log(a) - np.log1p(-a)
+        with np.errstate(divide="ignore"):
+            return np.log(a) - np.log1p(-a)
 
     def nearest_timesteps(self, log_snr: np.ndarray) -> np.ndarray:
         """The timestep whose log-SNR is closest to each requested value."""

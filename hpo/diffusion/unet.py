@@ -168,7 +168,3 @@ class UNet(nn.Module):
             if not isinstance(up, nn.Identity):
                 h = up(F.interpolate(h, scale_factor=2.0, mode="nearest"))
         return self.out(F.silu(self.out_norm(h)))
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

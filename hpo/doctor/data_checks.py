@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from hpo.config import DataConfig
-from hpo.data import ImageData, list_images, to_uint8
 from hpo.doctor.result import Check
-from hpo.generate import save_grid
+from hpo.spec.config import DataConfig
+from hpo.training.data import ImageData, list_images, to_uint8
+from hpo.training.generate import save_grid
 
 
 def counts(data: ImageData) -> Check:
@@ -32,33 +32,38 @@ def counts(data: ImageData) -> Check:
     return Check("data: counts", "pass", text)
 
 
+def unreadable(data: ImageData) -> Check:
+    """Files the loader could not use, from the data itself, so the count is shown on every run
+    (also once the preprocessed data is cached)."""
+    if not data.skipped:
+        return Check("data: unreadable files", "pass", "every source file was read")
+    path, reason = data.skipped[0]
+    total = data.train_images.shape[0] + data.val_images.shape[0] + len(data.skipped)
+    return Check(
+        "data: unreadable files",
+        "warn",
+        f"{len(data.skipped)} of {total} files skipped; first: {path} ({reason})",
+        "delete or re-export them as 8-bit RGB",
+    )
+
+
 def source_files(cfg: DataConfig) -> Check:
-    """Sizes and modes before preprocessing, and unreadable files (folder sources)."""
+    """Sizes and modes before preprocessing (folder sources)."""
     if cfg.source != "folder":
         return Check("data: source files", "skip", f"built-in source {cfg.source!r}")
     files = list_images(Path(cfg.path or ""))
     sizes: Counter[tuple[int, int]] = Counter()
     modes: Counter[str] = Counter()
-    bad: list[Path] = []
     for path in files:
         try:
             with Image.open(path) as img:
-                img.verify()
-            with Image.open(path) as img:
                 sizes[img.size] += 1
                 modes[img.mode] += 1
-        except Exception:
-            bad.append(path)
+        except Exception:  # counted by the unreadable-files check
+            continue
     small = sum(n for (w, h), n in sizes.items() if min(w, h) < cfg.image_size)
     common = ", ".join(f"{w}x{h} ({n})" for (w, h), n in sizes.most_common(3))
     text = f"{len(files)} files; sizes {common}; modes {dict(modes)}"
-    if bad:
-        return Check(
-            "data: source files",
-            "fail" if len(bad) * 2 > len(files) else "warn",
-            f"{text}; {len(bad)} unreadable, e.g. {bad[0]}",
-            "delete or re-export the unreadable files",
-        )
     if small:
         return Check(
             "data: source files",

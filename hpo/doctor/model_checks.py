@@ -8,28 +8,29 @@ import time
 from collections.abc import Iterable
 
 import torch
+from torch import nn
 
-from hpo.config import TrainConfig
-from hpo.data import ImageData, to_model_range
-from hpo.diagnose import overfit_single_batch
-from hpo.diffusion.unet import UNet
+from hpo.diffusion.network import NetInfo
+from hpo.doctor.diagnose import OverfitResult, overfit_single_batch
 from hpo.doctor.result import Check
-from hpo.train import Trainer, TrainingAborted
+from hpo.spec.config import TrainConfig
+from hpo.training.data import ImageData, to_model_range
+from hpo.training.trainer import Trainer, TrainingAborted
 
 OVERFIT_FACTOR = 10.0
 
 
-def overfit(cfg: TrainConfig, data: ImageData, steps: int) -> tuple[Check, UNet]:
+def overfit(cfg: TrainConfig, data: ImageData, steps: int) -> tuple[Check, OverfitResult]:
     r = overfit_single_batch(cfg, data, steps=steps)
     text = f"loss on one fixed batch {r.initial_loss:.3g} → {r.final_loss:.3g} ({r.factor:.0f}× in {r.steps} steps)"
     if r.factor >= OVERFIT_FACTOR:
-        return Check("model: overfit one batch", "pass", text), r.model
+        return Check("model: overfit one batch", "pass", text), r
     return Check(
         "model: overfit one batch",
         "fail",
         f"{text}; a working model drives it down {OVERFIT_FACTOR:.0f}×",
         "the network or the training step is broken: check frozen layers, the loss target, the data",
-    ), r.model
+    ), r
 
 
 def gradient_flow(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 3) -> Check:
@@ -78,12 +79,12 @@ def _few(names: Iterable[str], n: int = 4) -> str:
 
 
 @torch.no_grad()
-def conditioning(model: UNet, data: ImageData) -> list[Check]:
+def conditioning(model: nn.Module, info: NetInfo, data: ImageData) -> list[Check]:
     """The output must depend on t, and on the class for conditional networks."""
     device = next(model.parameters()).device
     x0 = to_model_range(data.val_images[:16].to(device))
     x = 0.7 * x0 + 0.7 * torch.randn(x0.shape, generator=torch.Generator().manual_seed(0)).to(device)
-    labels = data.val_labels[:16].to(device) if model.cfg.num_classes else None
+    labels = data.val_labels[:16].to(device) if info.conditional else None
     t = torch.full((x.shape[0],), 100.0, device=device)
     base = model(x, t, labels)
     scale = base.abs().mean().clamp_min(1e-8)
@@ -99,7 +100,7 @@ def conditioning(model: UNet, data: ImageData) -> list[Check]:
     if labels is None:
         out.append(Check("model: uses the class", "skip", "unconditional model"))
         return out
-    other = (labels + 1) % model.cfg.num_classes
+    other = (labels + 1) % info.num_classes
     dc = float((model(x, t, other) - base).abs().mean() / scale)
     out.append(
         Check(
@@ -119,9 +120,7 @@ def mixed_precision(cfg: TrainConfig, data: ImageData, device: torch.device, ste
         )
     trainer = Trainer(cfg, data, device)
     try:
-        for _ in range(steps):
-            trainer.train_step()
-        trainer.flush_losses()
+        trainer.run_steps(steps)
     except TrainingAborted as err:
         return Check("training: bf16 mixed precision", "fail", str(err), "keep the loss in fp32; lower lr")
     return Check("training: bf16 mixed precision", "pass", f"{steps} bf16-autocast steps stay finite")
@@ -188,11 +187,7 @@ def lr_probe(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int
     probe = cfg.replace(kimg=steps * cfg.batch_size / 1000, num_evals=1, device=str(device))
     trainer = Trainer(probe, data, device)
     try:
-        for _ in range(steps):
-            trainer.train_step()
-            if trainer.step % 8 == 0:
-                trainer.flush_losses()
-        trainer.flush_losses()
+        trainer.run_steps(steps)
     except TrainingAborted as err:
         return Check(
             "learning rate: top of the range",

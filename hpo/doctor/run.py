@@ -1,4 +1,4 @@
-"""Run the checklist on a spec's data and model."""
+"""Run the checklist on a spec's data, model and schedule."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from typing import Any
 
 import torch
 
-from hpo.config import TrainConfig
-from hpo.data import load_data
-from hpo.doctor import data_checks, model_checks
+from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.result import Check
-from hpo.params import param_bounds
-from hpo.runtime import resolve_device
-from hpo.spec import Spec
-from hpo.train import Trainer
+from hpo.spec.config import TrainConfig
+from hpo.spec.params import candidates, param_bounds
+from hpo.spec.spec import Spec
+from hpo.training.data import ImageData, load_data
+from hpo.training.model import count_parameters
+from hpo.training.runtime import resolve_device
+from hpo.training.trainer import Trainer, make_schedule
 
 
 def default_memory_limit(device: torch.device) -> int:
@@ -24,15 +25,47 @@ def default_memory_limit(device: torch.device) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
 
 
+def base_params(spec: Spec) -> dict[str, Any]:
+    """The first baseline, else nothing: the configuration a person would try first."""
+    return dict(spec.baselines[0]) if spec.baselines else {}
+
+
 def base_config(spec: Spec) -> TrainConfig:
-    """The first baseline, else the fixed settings: the configuration a person would try first."""
-    return spec.train_config(dict(spec.baselines[0]) if spec.baselines else {})
+    return spec.train_config(spec.split_params(base_params(spec))[0])
 
 
 def batch_size_configs(spec: Spec, cfg: TrainConfig) -> list[TrainConfig]:
     p = spec.search.get("batch_size")
     sizes: list[Any] = list(getattr(p, "choices", [])) or sorted(set(param_bounds(p, cfg.batch_size)))
     return [cfg.replace(batch_size=int(b)) for b in sorted(sizes)]
+
+
+def schedule_configs(spec: Spec, cfg: TrainConfig) -> list[TrainConfig]:
+    """The baseline's schedule first, then each other searched schedule × T at their choices."""
+    names = list(getattr(spec.search.get("schedule"), "choices", [])) or [cfg.schedule]
+    steps = list(getattr(spec.search.get("timesteps"), "choices", [])) or [cfg.timesteps]
+    others = [cfg.replace(schedule=s, timesteps=int(t)) for s in names for t in steps]
+    return [cfg, *(c for c in others if c != cfg)]
+
+
+def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: Trainer) -> list[Check]:
+    checks = []
+    for i, c in enumerate(schedule_configs(spec, cfg)):
+        label = f"{c.schedule} T={c.timesteps}" + (" (baseline)" if i == 0 else "")
+        found = [
+            schedule_checks.terminal_snr(make_schedule(c), label),
+            schedule_checks.wasted_levels(make_schedule(c), label),
+        ]
+        checks += found if i == 0 else [f for f in found if f.status != "pass"]
+    searched = spec.search.get("ddim_steps")
+    steps = candidates(searched) if searched is not None else list(spec.sampling.values("ddim_steps"))
+    checks.append(schedule_checks.ddim_steps([int(s) for s in steps], cfg.timesteps))
+    checks.append(schedule_checks.receptive_field(trainer.model, trainer.info, trainer.device))
+    _, max_kimg = param_bounds(spec.search.get("kimg"), cfg.kimg)
+    checks.append(
+        schedule_checks.data_budget(data, count_parameters(trainer.model), float(max_kimg), trainer.info.conditional)
+    )
+    return checks
 
 
 def run_doctor(
@@ -42,14 +75,19 @@ def run_doctor(
     cfg = base_config(spec)
     device = resolve_device(cfg.device)
     cfg = cfg.replace(device=str(device))
-    checks = [data_checks.counts(data)]
+    checks = [data_checks.counts(data), data_checks.unreadable(data)]
     if not fast:
         checks.append(data_checks.source_files(spec.data))
         checks += data_checks.duplicates_and_constants(data)
-    batch, _ = Trainer(cfg, data, device).batch()
-    checks.append(data_checks.value_range(batch, out_dir / "doctor-batch.png"))
-    check, model = model_checks.overfit(cfg, data, steps=80 if fast else 300)
-    checks += [check, model_checks.gradient_flow(cfg, data, device), *model_checks.conditioning(model, data)]
+    trainer = Trainer(cfg, data, device)
+    checks.append(data_checks.value_range(trainer.batch()[0], out_dir / "doctor-batch.png"))
+    check, overfitted = model_checks.overfit(cfg, data, steps=80 if fast else 300)
+    checks += [
+        check,
+        model_checks.gradient_flow(cfg, data, device),
+        *model_checks.conditioning(overfitted.model, overfitted.info, data),
+    ]
+    checks += schedule_and_budget(spec, cfg, data, trainer)
     if fast:
         return checks
     checks.append(model_checks.mixed_precision(cfg, data, device))

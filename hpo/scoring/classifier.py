@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from filelock import FileLock
 from torch import nn
 
-from hpo.checkpoint import atomic_save, load_checkpoint
-from hpo.data import ImageData, to_model_range
 from hpo.errors import HpoError
+from hpo.training.checkpoint import atomic_save, load_checkpoint
+from hpo.training.data import ImageData, to_model_range
 
 log = logging.getLogger("hpo.scoring")
 

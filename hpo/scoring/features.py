@@ -17,9 +17,10 @@ import numpy as np
 import torch
 from cleanfid.resize import build_resizer, make_resizer
 
-from hpo.data import ImageData
 from hpo.scoring.classifier import CLASSIFIER_VERSION, ClassifierNet, load_or_train_classifier
 from hpo.scoring.weights import verify_weights
+from hpo.spec.config import metric_name
+from hpo.training.data import ImageData
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +47,9 @@ def inception_extractor(weights: Path, device: torch.device) -> FeatureExtractor
     def forward(x: torch.Tensor) -> torch.Tensor:
         return base.layers.forward((x - 128.0) / 128.0).view(x.shape[0], 2048)
 
-    return FeatureExtractor("inception", "FID", "inception-2015-12-05", build_resizer("clean"), forward, device)
+    return FeatureExtractor(
+        "inception", metric_name("inception"), "inception-2015-12-05", build_resizer("clean"), forward, device
+    )
 
 
 def classifier_extractor(data: ImageData, cache_dir: Path, device: torch.device) -> FeatureExtractor:
@@ -66,7 +69,7 @@ def classifier_extractor(data: ImageData, cache_dir: Path, device: torch.device)
 
     resize = make_resizer("PIL", False, "bicubic", (size, size))
     ident = f"classifier-v{CLASSIFIER_VERSION}-{data.key}"
-    return FeatureExtractor("classifier", "classifier-FID", ident, resize, forward, device, classify)
+    return FeatureExtractor("classifier", metric_name("classifier"), ident, resize, forward, device, classify)
 
 
 def to_hwc_rgb(images: torch.Tensor) -> np.ndarray:
@@ -74,7 +77,7 @@ def to_hwc_rgb(images: torch.Tensor) -> np.ndarray:
     if images.dtype != torch.uint8:
         raise TypeError(
             f"feature extraction takes uint8 images in [0, 255], got {images.dtype}; "
-            "convert model output with hpo.data.to_uint8 (clean-fid does not rescale [-1, 1] input)"
+            "convert model output with hpo.training.data.to_uint8 (clean-fid does not rescale [-1, 1] input)"
         )
     if images.shape[1] == 1:
         images = images.repeat(1, 3, 1, 1)

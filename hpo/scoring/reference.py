@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from filelock import FileLock
 
-from hpo.data import ImageData
 from hpo.scoring.features import FeatureExtractor, extract
+from hpo.training.data import ImageData
 
 log = logging.getLogger("hpo.scoring")
 

@@ -1,4 +1,4 @@
-"""Score a trained model: sample with its DDIM settings, extract features, FID and KID with clean-fid."""
+"""Score trained weights: sample with one combination, extract features, FID and KID with clean-fid."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import numpy as np
 import torch
 from cleanfid.fid import frechet_distance, kernel_distance
 
-from hpo.config import ScoreConfig, TrainConfig
-from hpo.data import ImageData
-from hpo.diffusion.schedule import NoiseSchedule
-from hpo.diffusion.unet import UNet
-from hpo.generate import draw_labels, sample_batches
 from hpo.scoring.features import FeatureExtractor, classifier_extractor, inception_extractor, resize_batch
 from hpo.scoring.reference import ReferenceStats, Split, reference_stats
 from hpo.scoring.weights import verify_weights, weights_path
+from hpo.spec.config import ScoreConfig
+from hpo.spec.sampling import SamplingConfig
+from hpo.training.data import ImageData
+from hpo.training.generate import draw_labels, sample_batches
+from hpo.training.model import DiffusionModel
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,25 @@ class Scorer:
     extractor: FeatureExtractor
     reference: ReferenceStats
     config: ScoreConfig
+
+
+@dataclass(frozen=True, eq=False)
+class SampleFeatures:
+    """Features of samples start..start+n−1 of one combination, and how many were classified as
+    the class they were generated for."""
+
+    feats: np.ndarray
+    hits: int
+    sampling_seconds: float
+    feature_seconds: float
+
+    def __add__(self, other: SampleFeatures) -> SampleFeatures:
+        return SampleFeatures(
+            np.concatenate([self.feats, other.feats]),
+            self.hits + other.hits,
+            self.sampling_seconds + other.sampling_seconds,
+            self.feature_seconds + other.feature_seconds,
+        )
 
 
 def preflight(cfg: ScoreConfig) -> None:
@@ -70,23 +89,28 @@ def fid_kid(feats: np.ndarray, reference: ReferenceStats, *, seed: int = 0) -> t
     return fid, kid
 
 
-def score(
+def score_labels(
+    scorer: Scorer, model: DiffusionModel, class_frequencies: torch.Tensor | None, *, seed: int
+) -> torch.Tensor | None:
+    """The labels of every sample a model is scored with, drawn to match the data's class frequencies."""
+    return draw_labels(model.info.num_classes, scorer.config.num_samples, frequencies=class_frequencies, seed=seed)
+
+
+def sample_features(
     scorer: Scorer,
-    model: UNet,
-    schedule: NoiseSchedule,
-    cfg: TrainConfig,
+    model: DiffusionModel,
+    sampling: SamplingConfig,
+    labels: torch.Tensor | None,
     *,
-    class_frequencies: torch.Tensor | None = None,
-    seed: int = 0,
-) -> Scores:
-    """Generate ``num_samples`` images (labels drawn to match the data's class frequencies) and
-    score them against the reference statistics."""
-    n, extractor = scorer.config.num_samples, scorer.extractor
-    labels = draw_labels(model.cfg.num_classes, n, frequencies=class_frequencies, seed=seed)
-    feats, hits = [], 0
-    sampling = featuring = 0.0
-    batches = sample_batches(model, schedule, cfg, labels, n=n, batch_size=scorer.config.batch_size, seed=seed)
-    start = 0
+    start: int,
+    n: int,
+    seed: int,
+) -> SampleFeatures:
+    """Generate samples start..start+n−1 with ``sampling`` and extract their features."""
+    extractor = scorer.extractor
+    feats, hits, sampling_s, feature_s = [], 0, 0.0, 0.0
+    batches = sample_batches(model, sampling, labels, start=start, n=n, batch_size=scorer.config.batch_size, seed=seed)
+    first = start
     while True:
         t0 = time.perf_counter()
         images = next(batches, None)
@@ -96,11 +120,32 @@ def score(
         resized = resize_batch(extractor, images)
         feats.append(extractor(resized).cpu().numpy())
         if extractor.classify is not None and labels is not None:
-            pred = extractor.classify(resized).argmax(1).cpu()
-            hits += int((pred == labels[start : start + images.shape[0]]).sum())
-        start += images.shape[0]
-        sampling, featuring = sampling + (t1 - t0), featuring + (time.perf_counter() - t1)
-    all_feats = np.concatenate(feats).astype(np.float64)
-    fid, kid = fid_kid(all_feats, scorer.reference, seed=seed)
-    accuracy = hits / n if extractor.classify is not None and labels is not None else None
-    return Scores(fid, kid, extractor.metric_name, extractor.name, n, accuracy, sampling, featuring)
+            predicted = extractor.classify(resized).argmax(1).cpu()
+            hits += int((predicted == labels[first : first + images.shape[0]]).sum())
+        first += images.shape[0]
+        sampling_s, feature_s = sampling_s + (t1 - t0), feature_s + (time.perf_counter() - t1)
+    return SampleFeatures(np.concatenate(feats).astype(np.float64), hits, sampling_s, feature_s)
+
+
+def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool, seed: int = 0) -> Scores:
+    fid, kid = fid_kid(sample.feats, scorer.reference, seed=seed)
+    n = sample.feats.shape[0]
+    accuracy = sample.hits / n if scorer.extractor.classify is not None and conditional else None
+    extractor = scorer.extractor
+    return Scores(
+        fid, kid, extractor.metric_name, extractor.name, n, accuracy, sample.sampling_seconds, sample.feature_seconds
+    )
+
+
+def score(
+    scorer: Scorer,
+    model: DiffusionModel,
+    sampling: SamplingConfig,
+    *,
+    class_frequencies: torch.Tensor | None = None,
+    seed: int = 0,
+) -> Scores:
+    """Generate ``num_samples`` images with one combination and score them."""
+    labels = score_labels(scorer, model, class_frequencies, seed=seed)
+    sample = sample_features(scorer, model, sampling, labels, start=0, n=scorer.config.num_samples, seed=seed)
+    return scores_of(scorer, sample, conditional=labels is not None, seed=seed)

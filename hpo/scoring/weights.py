@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from hpo.errors import HpoError
+from hpo.spec.config import cache_root
 
 INCEPTION_URL = "https://nvlabs-fi-cdn.nvidia.com/stylegan2-ada-pytorch/pretrained/metrics/inception-2015-12-05.pt"
 INCEPTION_SHA256 = "f58cb9b6ec323ed63459aa4fb441fe750cfe39fafad6da5cb504a16f19e958f4"
@@ -22,12 +23,13 @@ FILE_NAME = "inception-2015-12-05.pt"
 
 
 def weights_path(setting: str | None = None) -> Path:
-    """The configured file, else $HPO_FID_WEIGHTS, else ~/.cache/hpo/inception-2015-12-05.pt."""
-    if setting:
-        return Path(setting).expanduser()
+    """$HPO_FID_WEIGHTS, else the spec's ``score.weights``, else the cache root's copy
+    (environment over file, as everywhere)."""
     if os.environ.get(WEIGHTS_ENV):
         return Path(os.environ[WEIGHTS_ENV]).expanduser()
-    return Path.home() / ".cache" / "hpo" / FILE_NAME
+    if setting:
+        return Path(setting).expanduser()
+    return cache_root() / FILE_NAME
 
 
 def sha256_of(path: Path) -> str:

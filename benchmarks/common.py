@@ -1,0 +1,73 @@
+"""Shared by the study benchmarks: run a real study in-process (one worker, the real objective) on
+the embedded database, and read what it cost."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.service.storage import open_storage
+from hpo.service.study import create_or_resume
+from hpo.service.worker import Worker, WorkerOptions
+from hpo.spec.spec import spec_from_dict
+
+ROOT = Path(__file__).parent.parent
+DIGITS: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "digits.yaml").read_text())
+
+
+def quiet() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("hpo").setLevel(logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def spec_with(base: dict[str, Any], **sections: Any) -> dict[str, Any]:
+    """``base`` with whole sections replaced or, for dict values under ``merge_``, merged."""
+    out = copy.deepcopy(base)
+    for name, value in sections.items():
+        if name.startswith("merge_"):
+            out[name[6:]] = {**out.get(name[6:], {}), **value}
+        else:
+            out[name] = value
+    return out
+
+
+def run_study(
+    raw: dict[str, Any], folder: Path, *, enqueue: Sequence[dict[str, Any]] = ()
+) -> tuple[optuna.Study, float]:
+    """Create the study from ``raw`` (a spec mapping) in ``folder``, enqueue ``enqueue`` after its
+    baselines, and serve it to the end with one in-process worker; (study, wall seconds)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = copy.deepcopy(raw)
+    raw["data"] = {**raw["data"], "cache_dir": str(folder.parent / "cache")}
+    spec = spec_from_dict(raw, file=raw["study"]["name"])
+    url = f"sqlite:///{folder / 'hpo.db'}"
+    study, _ = create_or_resume(spec, open_storage(url))
+    for params in enqueue:
+        study.enqueue_trial(params)
+    started = time.perf_counter()
+    opts = WorkerOptions(
+        url=url, study=spec.study.name, exit_when_idle=True, artifact_dir=folder / "artifacts", poll_seconds=0.2
+    )
+    Worker(opts).serve()
+    return study, time.perf_counter() - started
+
+
+def trained_kimg(t: FrozenTrial) -> float:
+    """Images a trial trained on: its whole budget, or where it was stopped."""
+    if t.state == TrialState.COMPLETE:
+        return float(t.user_attrs.get("budget_kimg", 0.0))
+    return float(t.user_attrs.get("stopped_at_kimg", t.user_attrs.get("budget_kimg", 0.0)))
+
+
+def best_value(study: optuna.Study) -> float:
+    values = [t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+    return min(values) if values else float("nan")

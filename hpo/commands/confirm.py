@@ -1,0 +1,64 @@
+"""``hpo confirm STUDY``: retrain the winners with fresh seeds through the workers, then print
+the verdict and add it to the study's report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hpo.commands.launch import check_workers_finished, follow, start_workers
+from hpo.commands.status import table
+from hpo.report.render import report_path, write_report
+from hpo.service.confirm import Verdict, create_companion, verdict
+from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url
+from hpo.service.study import load, require_spec
+
+
+def verdict_text(v: Verdict, metric: str) -> str:
+    rows = [
+        [
+            f"#{c.trial}" + (" (baseline)" if c.baseline else ""),
+            c.study_value,
+            c.mean if c.values else None,
+            c.spread if len(c.values) > 1 else None,
+            len(c.values),
+        ]
+        for c in v.configs
+    ]
+    header = ["configuration", f"study {metric}", f"confirmed {metric}", "spread (sd)", "seeds"]
+    rho = (
+        f"{v.rank_correlation:.2f} over {sum(1 for c in v.configs if c.values)} configurations"
+        if v.rank_correlation is not None
+        else "n/a (fewer than 3 configurations scored)"
+    )
+    return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}"
+
+
+def run_confirm(
+    study_name: str,
+    *,
+    storage: str | None,
+    top: int,
+    seeds: int,
+    kimg: float | None,
+    workers: int | None,
+    detach: bool,
+    artifacts: Path,
+) -> None:
+    url = resolve_url(storage)
+    store = open_storage(url, must_exist=True)
+    source = load(store, study_name, redact(url))
+    companion = create_companion(source, store, top=top, seeds=seeds, kimg=kimg)
+    spec = require_spec(companion)
+    print(f"confirmation study {companion.study_name!r}: {spec.study.n_trials} trials at {spec.train.kimg:g} kimg")
+    n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
+    procs = start_workers(url, companion.study_name, n_workers, artifacts=artifacts, detach=detach)
+    if detach:
+        print(f"{n_workers} worker(s) started; `hpo confirm {study_name}` again shows the verdict", file=sys.stderr)
+        return
+    follow(companion, spec.study.n_trials, spec.score.metric_name, procs)
+    for w in procs:
+        w.proc.wait()
+    check_workers_finished(companion, spec.study.n_trials, procs)
+    print(verdict_text(verdict(source, companion), spec.score.metric_name))
+    print(f"report: {write_report(source, report_path(source.study_name), artifact_dir=artifacts)}")

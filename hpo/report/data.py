@@ -1,0 +1,228 @@
+"""What the report says, computed from a study: summary, score noise and ties, the sampling sweep's
+answer, failure groups. Pure functions of the trials; ``render`` turns them into HTML."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.scoring.sweep import ComboScore
+from hpo.service.study import metric_of, n_trials_of, progress
+from hpo.service.trials import current_attrs, fail_reason
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A score's seed-to-seed noise, pooled over the trials re-scored with a second sample set."""
+
+    sd: float | None  # standard deviation of one score
+    pairs: int  # re-scored trials it rests on
+
+    @property
+    def tie_margin(self) -> float:
+        """Two scores closer than this are tied: twice the standard deviation of their difference."""
+        return 2 * math.sqrt(2) * self.sd if self.sd is not None else 0.0
+
+    def tied(self, a: float, b: float) -> bool:
+        return self.sd is not None and abs(a - b) < self.tie_margin
+
+    def text(self) -> str:
+        if self.sd is None:
+            return "noise not measured yet (no trial re-scored)"
+        return f"± {self.sd:.2g} (sd from {self.pairs} re-scored trial{'s' if self.pairs != 1 else ''})"
+
+
+def noise_of(trials: Sequence[FrozenTrial]) -> Noise:
+    values = [float(v) for t in trials if isinstance(v := t.user_attrs.get("fid_noise"), (int, float))]
+    if not values:
+        return Noise(None, 0)
+    return Noise(math.sqrt(statistics.fmean(v * v for v in values)), len(values))
+
+
+def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """Complete trials, best first."""
+    done = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    return sorted(done, key=lambda t: float(t.value))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Summary:
+    study_name: str
+    metric_name: str
+    counts: dict[str, int]
+    best: FrozenTrial | None
+    baseline: FrozenTrial | None  # the best complete baseline
+    noise: Noise
+    compute_seconds: float  # finished trials, and running ones so far
+    saved_seconds: float  # the budget pruned trials did not use, at the study's mean seconds per kimg
+    n_trials: int
+
+
+def trial_seconds(t: FrozenTrial, now: datetime.datetime | None = None) -> float:
+    if t.datetime_start is None:
+        return 0.0
+    end = t.datetime_complete or (now if t.state == TrialState.RUNNING else None)
+    return (end - t.datetime_start).total_seconds() if end is not None else 0.0
+
+
+def summarise(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
+    p = progress(study, n_trials_of(study), trials)
+    done = complete(trials)
+    per_kimg = [trial_seconds(t) / float(t.user_attrs["budget_kimg"]) for t in done if t.user_attrs.get("budget_kimg")]
+    mean_per_kimg = statistics.fmean(per_kimg) if per_kimg else 0.0
+    saved = 0.0
+    for t in trials:
+        if t.state == TrialState.PRUNED and "budget_kimg" in t.user_attrs:
+            unused = float(t.user_attrs["budget_kimg"]) - float(t.user_attrs.get("stopped_at_kimg", 0.0))
+            saved += max(unused, 0.0) * mean_per_kimg
+    now = datetime.datetime.now()
+    counts = {"complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried}
+    counts |= {"running": p.running, "waiting": p.waiting}
+    return Summary(
+        study_name=study.study_name,
+        metric_name=metric_of(study),
+        counts=counts,
+        best=done[0] if done else None,
+        baseline=next((t for t in done if t.user_attrs.get("baseline")), None),
+        noise=noise_of(trials),
+        compute_seconds=sum(trial_seconds(t, now) for t in trials),
+        saved_seconds=saved,
+        n_trials=p.n_trials,
+    )
+
+
+def best_vs_baseline(s: Summary) -> str:
+    """The improvement over the baseline, and whether it is larger than the noise."""
+    if s.best is None or s.baseline is None:
+        return "No complete baseline to compare with yet: baselines are enqueued first, so wait for them."
+    best, base = float(s.best.value), float(s.baseline.value)  # type: ignore[arg-type]
+    if s.best is s.baseline:
+        return f"The baseline (trial #{s.baseline.number}, {base:.4g}) is still the best configuration."
+    gain = base - best
+    head = f"Trial #{s.best.number} scores {best:.4g} against the baseline's {base:.4g} (trial #{s.baseline.number})"
+    if s.noise.sd is None:
+        return f"{head}: {gain:.3g} better; the noise is not measured yet, so this is not yet evidence."
+    if s.noise.tied(best, base):
+        margin = s.noise.tie_margin
+        return f"{head}: the {gain:.3g} difference is within the noise (tie margin {margin:.2g}): they are tied."
+    return f"{head}: {gain:.3g} better, more than the noise (tie margin {s.noise.tie_margin:.2g}, {s.noise.text()})."
+
+
+def ties_with_best(done: Sequence[FrozenTrial], noise: Noise) -> list[int]:
+    """Numbers of the complete trials tied with the best (within the noise)."""
+    if not done:
+        return []
+    best = float(done[0].value)  # type: ignore[arg-type]
+    return [t.number for t in done[1:] if noise.tied(best, float(t.value))]  # type: ignore[arg-type]
+
+
+def sweep_of(t: FrozenTrial) -> list[ComboScore]:
+    return [ComboScore.from_dict(d) for d in current_attrs(t).get("sweep") or []]
+
+
+def sweep_grid(scores: Sequence[ComboScore]) -> tuple[list[float], list[int], list[list[float | None]], str]:
+    """(guidance values, DDIM steps, FID[steps][guidance] at η's best, stage): screening scores when
+    every combination was screened (equal counts), else the full-count ones."""
+    stage = "screen" if any(s.stage == "screen" for s in scores) else "full"
+    chosen = [s for s in scores if s.stage == stage]
+    scales = sorted({s.sampling.guidance_scale for s in chosen})
+    steps = sorted({s.sampling.ddim_steps for s in chosen})
+    grid: list[list[float | None]] = [[None] * len(scales) for _ in steps]
+    for s in chosen:
+        i, j = steps.index(s.sampling.ddim_steps), scales.index(s.sampling.guidance_scale)
+        current = grid[i][j]
+        grid[i][j] = s.fid if current is None else min(current, s.fid)
+    return scales, steps, grid, stage
+
+
+def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, float], float]:
+    """{(DDIM steps, guidance): that combination's score minus its trial's best, averaged over the
+    trials}: 0 for a combination that is best in every trial."""
+    rel: dict[tuple[int, float], list[float]] = defaultdict(list)
+    for scores in sweeps:
+        scales, steps, grid, _ = sweep_grid(scores)
+        best = min(v for row in grid for v in row if v is not None)
+        for i, n in enumerate(steps):
+            for j, w in enumerate(scales):
+                value = grid[i][j]
+                if value is not None:
+                    rel[(n, w)].append(value - best)
+    return {k: statistics.fmean(v) for k, v in rel.items()}
+
+
+def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str:
+    """How many DDIM steps this data needs and which guidance scale, from the top trials' sweeps."""
+    sweeps = [scores for t in done[:top] if len(scores := sweep_of(t)) > 1]
+    if not sweeps:
+        return "No sampling sweep yet: list several guidance_scale / ddim_steps values under sampling in the spec."
+    rel = relative_sweep(sweeps)
+    (best_steps, best_w), best_gap = min(rel.items(), key=lambda kv: kv[1])
+    by_steps = {n: min(gap for (m, _), gap in rel.items() if m == n) for n, _ in rel}
+    margin = noise.tie_margin if noise.sd is not None else 0.1 * (max(rel.values()) - best_gap)
+    enough = min(n for n, gap in by_steps.items() if gap - best_gap <= margin)
+    why = f"within {margin:.2g} of the best" + (" (the noise)" if noise.sd is not None else " (10% of the range)")
+    return (
+        f"For this data: {enough} DDIM steps are enough ({why}); guidance {best_w:g} at {best_steps} steps "
+        f"scores best, over the sweeps of the top {len(sweeps)} trial(s)."
+    )
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    reason: str
+    trials: list[int]
+    shared: list[str]  # readings like "lr ≥ 0.006 in 5 of 6"
+
+
+def failure_groups(trials: Sequence[FrozenTrial]) -> list[FailureGroup]:
+    groups: dict[str, list[FrozenTrial]] = defaultdict(list)
+    for t in trials:
+        reason = fail_reason(t)
+        if reason:
+            groups[reason].append(t)
+    finished = [t for t in trials if t.params]
+    return [FailureGroup(r, [t.number for t in g], shared_ranges(g, finished)) for r, g in sorted(groups.items())]
+
+
+def shared_ranges(group: Sequence[FrozenTrial], everyone: Sequence[FrozenTrial]) -> list[str]:
+    """Parameter regions that a failure group concentrates in, compared with all trials."""
+    out = []
+    for name in sorted({k for t in group for k in t.params}):
+        values = [t.params[name] for t in group if name in t.params]
+        others = [t.params[name] for t in everyone if name in t.params and t not in group]
+        if len(values) < 2:
+            continue
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values + others):
+            out += _numeric_reading(name, [float(v) for v in values], [float(v) for v in others])
+            continue
+        texts = [str(x) for x in values]
+        top = max(set(texts), key=texts.count)
+        share_others = sum(1 for v in others if str(v) == top) / len(others) if others else 0.0
+        if texts.count(top) / len(values) >= 0.75 and share_others < texts.count(top) / len(values):
+            out.append(f"{name} = {top} in {texts.count(top)} of {len(values)}")
+    return out
+
+
+def _numeric_reading(name: str, values: list[float], others: list[float]) -> list[str]:
+    if not others:
+        return []
+    low = sorted(values)[len(values) // 4]  # most of the group lies above this
+    high = sorted(values)[-(len(values) // 4) - 1]
+    above = sum(1 for v in values if v >= low)
+    if sum(1 for v in others if v >= low) / len(others) < 0.5 * above / len(values):
+        return [f"{name} ≥ {_fmt(low)} in {above} of {len(values)}"]
+    below = sum(1 for v in values if v <= high)
+    if sum(1 for v in others if v <= high) / len(others) < 0.5 * below / len(values):
+        return [f"{name} ≤ {_fmt(high)} in {below} of {len(values)}"]
+    return []
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}" if math.isfinite(v) else str(v)

@@ -1,0 +1,157 @@
+"""The report's Plotly figures: importances with their bootstrap intervals, learning curves, the
+per-level validation profile, the sampling sweep heatmaps, and Optuna's own plots."""
+
+from __future__ import annotations
+
+import html
+import logging
+import warnings
+from collections.abc import Sequence
+
+import optuna
+import plotly.graph_objects as go
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.report.data import relative_sweep, sweep_grid
+from hpo.report.importance import Importances
+from hpo.scoring.sweep import ComboScore
+from hpo.service.trials import current_attrs
+from hpo.training.validation import PRUNING_METRIC
+
+log = logging.getLogger("hpo.report")
+STOPPED = (TrialState.PRUNED, TrialState.FAIL)
+
+
+def figure_html(fig: go.Figure, title: str) -> str:
+    fig.update_layout(
+        title=None, margin={"l": 50, "r": 20, "t": 30, "b": 40}, height=420, template="plotly_white", autosize=True
+    )
+    fig.update_layout(width=None)
+    body = fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
+    return f'<figure class="plot"><figcaption>{html.escape(title)}</figcaption>{body}</figure>'
+
+
+def optuna_figure(name: str, study: optuna.Study, **kwargs: object) -> go.Figure | None:
+    """An optuna.visualization figure, or None when the study cannot support it yet."""
+    plot = {
+        "history": optuna.visualization.plot_optimization_history,
+        "parallel": optuna.visualization.plot_parallel_coordinate,
+        "slice": optuna.visualization.plot_slice,
+        "contour": optuna.visualization.plot_contour,
+    }[name]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig = plot(study, **kwargs)  # type: ignore[operator]
+    except (ValueError, RuntimeError) as err:
+        log.info("no %s plot: %s", name, err)
+        return None
+    return fig if fig.data else None
+
+
+def importance_figure(imp: Importances) -> go.Figure:
+    names = sorted(imp.fanova, key=lambda k: imp.fanova[k])
+    lows = [imp.fanova[n] - imp.intervals.get(n, (imp.fanova[n], 0))[0] for n in names]
+    highs = [imp.intervals.get(n, (0, imp.fanova[n]))[1] - imp.fanova[n] for n in names]
+    fig = go.Figure()
+    fig.add_bar(
+        y=names,
+        x=[imp.fanova[n] for n in names],
+        orientation="h",
+        name="fANOVA (80% bootstrap interval)",
+        error_x={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows},
+    )
+    fig.add_bar(y=names, x=[imp.default.get(n, 0.0) for n in names], orientation="h", name="PED-ANOVA (Optuna default)")
+    fig.update_layout(barmode="group", xaxis_title="importance (share of the explained variation)")
+    return fig
+
+
+def _curve(t: FrozenTrial) -> list[tuple[int, dict[str, float]]]:
+    curve = current_attrs(t).get("curve") or {}
+    return sorted(((int(k), v) for k, v in curve.items()), key=lambda kv: kv[0]) if isinstance(curve, dict) else []
+
+
+def curve_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
+    """The pruning metric at each evaluation point; dotted with a ✕ where a trial was stopped."""
+    fig = go.Figure()
+    for t in trials:
+        points = _curve(t)
+        if not points:
+            continue
+        x = [p["kimg"] for _, p in points]
+        y = [p.get(PRUNING_METRIC) for _, p in points]
+        stopped = t.state in STOPPED
+        fig.add_scatter(
+            x=x,
+            y=y,
+            mode="lines+markers",
+            name=f"#{t.number} {t.state.name.lower()}",
+            line={"dash": "dot" if stopped else "solid", "width": 1 if stopped else 2},
+            opacity=0.6 if stopped else 1,
+        )
+        if stopped:
+            fig.add_scatter(
+                x=[x[-1]], y=[y[-1]], mode="markers", marker={"symbol": "x", "size": 11, "color": "crimson"},
+                showlegend=False, name=f"#{t.number} stopped",
+            )  # fmt: skip
+    fig.update_layout(xaxis_title="kimg (thousands of images seen)", yaxis_title=f"{PRUNING_METRIC} (lower is better)")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def level_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
+    """Where along the noise range each model is weak: the error ratio per log-SNR level at its
+    last evaluation point (1 = no better than the per-pixel linear denoiser)."""
+    fig = go.Figure()
+    for t in trials:
+        points = _curve(t)
+        if not points:
+            continue
+        last = points[-1][1]
+        levels = sorted((float(k.split("@")[1]), v) for k, v in last.items() if k.startswith(f"{PRUNING_METRIC}@"))
+        fig.add_scatter(
+            x=[lam for lam, _ in levels], y=[v for _, v in levels], mode="lines+markers", name=f"#{t.number}"
+        )
+    fig.update_layout(xaxis_title="log-SNR level (left: noisy, right: nearly clean)", yaxis_title="error ratio")
+    return fig
+
+
+def sweep_figure(scores: Sequence[ComboScore], metric: str) -> go.Figure:
+    scales, steps, grid, stage = sweep_grid(scores)
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid, x=[f"{w:g}" for w in scales], y=[str(n) for n in steps], colorscale="Viridis_r",
+            colorbar={"title": metric}, texttemplate="%{z:.3g}", hovertemplate="w=%{x} steps=%{y}: %{z:.4g}",
+        )
+    )  # fmt: skip
+    fig.update_layout(xaxis_title="guidance scale", yaxis_title=f"DDIM steps ({stage} stage)")
+    return fig
+
+
+def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
+    """Across trials: each combination's score minus that trial's best, averaged (0 = always best)."""
+    rel = relative_sweep(sweeps)
+    steps, scales = sorted({n for n, _ in rel}), sorted({w for _, w in rel})
+    z = [[rel.get((n, w)) for w in scales] for n in steps]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z, x=[f"{w:g}" for w in scales], y=[str(n) for n in steps], colorscale="Viridis_r",
+            colorbar={"title": "above best"}, texttemplate="%{z:.2g}",
+        )
+    )  # fmt: skip
+    fig.update_layout(xaxis_title="guidance scale", yaxis_title="DDIM steps")
+    return fig
+
+
+def scatter_figure(trials: Sequence[FrozenTrial], param: str, metric: str) -> go.Figure | None:
+    points = [(t, t.params[param]) for t in trials if param in t.params and t.value is not None]
+    if len(points) < 2:
+        return None
+    fig = go.Figure(
+        go.Scatter(
+            x=[p for _, p in points], y=[t.value for t, _ in points], mode="markers", marker={"size": 10},
+            text=[f"#{t.number}" for t, _ in points],
+        )
+    )  # fmt: skip
+    fig.update_layout(xaxis_title=param, yaxis_title=metric)
+    return fig

@@ -1,0 +1,161 @@
+"""Which parameters mattered, with how sure we are.
+
+Two targets: the final score over complete trials, and the validation metric at the latest
+evaluation point that every finished trial reached (pruned trials stop at an evaluation point, so
+each has a value there; a parameter that only affects sampling never moves it, so it is never ranked
+for it). Two evaluators (Optuna's default PED-ANOVA, and fANOVA), each bootstrapped over trials:
+resample the trials, recompute, and read the spread. Few trials, an unstable top parameter, or
+evaluators that disagree are said in plain words instead of being hidden behind one bar chart.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import optuna
+from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.service.trials import current_attrs
+from hpo.spec.sampling import SAMPLING_FIELDS
+from hpo.training.validation import PRUNING_METRIC
+
+MIN_TRIALS = 10  # below this, importances are a hint, not a ranking
+BOOTSTRAP_ROUNDS = 50
+STABLE_SHARE = 0.7  # the top parameter must stay on top in this share of resamples
+
+
+@dataclass(frozen=True)
+class Importances:
+    target: str
+    n_trials: int
+    default: dict[str, float] = field(default_factory=dict)  # PED-ANOVA (Optuna's default)
+    fanova: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # 10th-90th percentile, fANOVA
+    top_share: float = 0.0  # share of resamples in which fANOVA's top parameter stays on top
+    note: str = ""
+
+    @property
+    def ranked(self) -> list[str]:
+        return sorted(self.fanova, key=lambda k: -self.fanova[k])
+
+    def reading(self) -> str:
+        """One line: the parameters that matter and how sure that is."""
+        if not self.fanova:
+            return self.note
+        top = self.ranked[0]
+        lo, hi = self.intervals.get(top, (self.fanova[top], self.fanova[top]))
+        head = (
+            f"For {self.target}, {top} matters most: fANOVA importance {self.fanova[top]:.2f} "
+            f"(80% bootstrap interval {lo:.2f}–{hi:.2f}), on top in {self.top_share:.0%} of "
+            f"{BOOTSTRAP_ROUNDS} resamples of {self.n_trials} trials."
+        )
+        ped_top = max(self.default, key=lambda k: self.default[k]) if self.default else top
+        doubts = []
+        if self.n_trials < MIN_TRIALS:
+            doubts.append(f"only {self.n_trials} trials: treat this as a hint, not a ranking")
+        if self.top_share < STABLE_SHARE:
+            doubts.append("the ranking changes when trials are resampled: it is not stable")
+        if ped_top != top:
+            doubts.append(f"PED-ANOVA ranks {ped_top} first instead: the evaluators disagree on the top parameter")
+        second = [k for k in self.ranked[1:] if self.intervals.get(k, (0.0, 0.0))[1] >= lo]
+        if second and not doubts:
+            doubts.append(f"{', '.join(second)} overlap(s) with it within the bootstrap intervals")
+        return head + (" Caution: " + "; ".join(doubts) + "." if doubts else " The ranking is stable.")
+
+
+Target = Callable[[FrozenTrial], float | None]
+
+
+def score_target(t: FrozenTrial) -> float | None:
+    return float(t.value) if t.state == TrialState.COMPLETE and t.value is not None else None
+
+
+def common_eval_point(trials: Sequence[FrozenTrial]) -> int | None:
+    """The latest evaluation index that every finished trial with a curve reached."""
+    reached = [
+        max(map(int, curve))
+        for t in trials
+        if t.state.is_finished() and isinstance(curve := current_attrs(t).get("curve"), dict) and curve
+    ]
+    return min(reached) if reached else None
+
+
+def validation_target(index: int) -> Target:
+    def target(t: FrozenTrial) -> float | None:
+        curve = current_attrs(t).get("curve") or {}
+        value = curve.get(str(index), {}).get(PRUNING_METRIC) if isinstance(curve, dict) else None
+        return float(value) if isinstance(value, (int, float)) and np.isfinite(value) else None
+
+    return target
+
+
+def importances(
+    trials: Sequence[FrozenTrial], target: Target, *, label: str, exclude: Sequence[str] = ()
+) -> Importances:
+    rows = [(t, v) for t in trials if (v := target(t)) is not None and t.params]
+    names = sorted({k for t, _ in rows for k in t.params if k not in exclude})
+    varied = [k for k in names if len({str(t.params.get(k)) for t, _ in rows}) > 1]
+    if len(rows) < 3 or not varied:
+        return Importances(
+            label, len(rows), note=f"Importances for {label} need at least 3 trials with varied parameters "
+            f"({len(rows)} so far): run more trials.",
+        )  # fmt: skip
+    try:
+        default = _evaluate(rows, varied, PedAnovaImportanceEvaluator())
+        fanova = _evaluate(rows, varied, FanovaImportanceEvaluator(seed=0))
+        intervals, share = _bootstrap(rows, varied, max(fanova, key=lambda k: fanova[k]))
+    except (ValueError, RuntimeError) as err:
+        return Importances(label, len(rows), note=f"Importances for {label} could not be computed: {err}")
+    return Importances(label, len(rows), default, fanova, intervals, share)
+
+
+def _evaluate(rows: Sequence[tuple[FrozenTrial, float]], params: Sequence[str], evaluator: object) -> dict[str, float]:
+    """Importances of ``params`` for the given (trial, value) rows, through an in-memory study (the
+    evaluators read complete trials; pruned trials enter with their validation value)."""
+    study = optuna.create_study()
+    for t, value in rows:
+        shown = {k: t.params[k] for k in params if k in t.params}
+        dists = {k: t.distributions[k] for k in shown}
+        study.add_trial(optuna.create_trial(params=shown, distributions=dists, value=value))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = optuna.importance.get_param_importances(study, evaluator=evaluator, params=list(params))  # type: ignore[arg-type]
+    return {k: float(v) for k, v in out.items()}
+
+
+def _bootstrap(
+    rows: Sequence[tuple[FrozenTrial, float]], params: Sequence[str], top: str
+) -> tuple[dict[str, tuple[float, float]], float]:
+    rng = np.random.default_rng(0)
+    samples: dict[str, list[float]] = {k: [] for k in params}
+    on_top = 0
+    for _ in range(BOOTSTRAP_ROUNDS):
+        picked = [rows[i] for i in rng.integers(0, len(rows), len(rows))]
+        try:
+            result = _evaluate(picked, params, FanovaImportanceEvaluator(n_trees=16, seed=0))
+        except (ValueError, RuntimeError):
+            continue
+        for k in params:
+            samples[k].append(result.get(k, 0.0))
+        on_top += max(result, key=lambda k: result[k]) == top
+    intervals = {k: (float(np.percentile(v, 10)), float(np.percentile(v, 90))) for k, v in samples.items() if v}
+    return intervals, on_top / BOOTSTRAP_ROUNDS
+
+
+def study_importances(trials: Sequence[FrozenTrial], metric: str) -> tuple[Importances, Importances]:
+    """(for the score, for the validation metric at the latest common evaluation point)."""
+    score = importances(trials, score_target, label=metric)
+    index = common_eval_point(trials)
+    if index is None:
+        return score, Importances("the validation metric", 0, note="No trial has reached an evaluation point yet.")
+    val = importances(
+        [t for t in trials if t.state.is_finished()],
+        validation_target(index),
+        label=f"the validation metric ({PRUNING_METRIC}) at evaluation point {index}",
+        exclude=SAMPLING_FIELDS,
+    )
+    return score, val

@@ -1,0 +1,281 @@
+"""``hpo report``: one self-contained HTML file (Plotly inlined, images embedded) that says which
+hyperparameters mattered and how sure that is, whether models learned, how to sample them, what the
+best ones generate, whether the winner holds at full length, and why trials failed. Every section
+says the number it rests on and what to do next. Every string from the study is HTML-escaped."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore
+from optuna.trial import FrozenTrial, TrialState
+from plotly.offline import get_plotlyjs
+
+from hpo.report import figures
+from hpo.report.data import (
+    FailureGroup,
+    Summary,
+    best_vs_baseline,
+    complete,
+    failure_groups,
+    summarise,
+    sweep_answer,
+    sweep_of,
+    ties_with_best,
+)
+from hpo.report.importance import Importances, study_importances
+from hpo.service.confirm import CONFIRMED_BY, verdict
+from hpo.service.names import path_component
+from hpo.service.trials import current_attrs, explain
+from hpo.training.validation import PRUNING_METRIC
+
+log = logging.getLogger("hpo.report")
+e = html.escape
+
+
+def image_tag(store: FileSystemArtifactStore | None, artifact_id: object, alt: str) -> str:
+    if store is None or not isinstance(artifact_id, str):
+        return f'<div class="missing">{e(alt)}: no image</div>'
+    try:
+        with store.open_reader(artifact_id) as reader:
+            data = base64.b64encode(reader.read()).decode()
+    except Exception:
+        return f'<div class="missing">{e(alt)}: image not found in the artifact store</div>'
+    return f'<img src="data:image/png;base64,{data}" alt="{e(alt)}" title="{e(alt)}">'
+
+
+def params_text(t: FrozenTrial) -> str:
+    return ", ".join(f"{e(str(k))}={e(_fmt(v))}" for k, v in sorted(t.params.items()))
+
+
+def sampling_text(t: FrozenTrial) -> str:
+    choice = current_attrs(t).get("sampling")
+    if not isinstance(choice, dict):
+        return ""
+    return f"sampled with guidance {choice['guidance_scale']:g}, {choice['ddim_steps']} DDIM steps, η {choice['eta']:g}"
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def next_step(text: str) -> str:
+    return f"<p class='next'><b>Next:</b> {e(text)}</p>"
+
+
+def summary_html(s: Summary) -> str:
+    counts = " · ".join(f"{v} {e(k)}" for k, v in s.counts.items() if v)
+    best = "no complete trial yet"
+    if s.best is not None:
+        kid = s.best.user_attrs.get("kid")
+        kid_text = f", KID {kid:.4g}" if isinstance(kid, (int, float)) else ""
+        noise = f" {s.noise.text()}" if s.noise.sd is not None else ""
+        best = (
+            f"trial #{s.best.number}: {e(s.metric_name)} {s.best.value:.4g}{e(noise)}{kid_text} with "
+            f"{params_text(s.best)}; {e(sampling_text(s.best))}"
+        )
+    note = (
+        "classifier-FID: FID on features of a CNN trained on this dataset — not comparable with Inception FID."
+        if s.metric_name == "classifier-FID"
+        else "FID: clean-fid (clean mode, Inception); not numerically equal to the TensorFlow FID quoted in papers."
+    )
+    return (
+        f"<ul><li><b>Best</b>: {best}</li><li><b>Against the baseline</b>: {e(best_vs_baseline(s))}</li>"
+        f"<li><b>Trials</b>: {counts} (study size {s.n_trials})</li>"
+        f"<li><b>Compute</b>: {s.compute_seconds / 3600:.2f} h of worker time, running trials included; pruning "
+        f"saved about {s.saved_seconds / 3600:.2f} h</li><li><b>Metric</b>: {e(note)}</li></ul>"
+    )
+
+
+def importance_html(imp: Importances) -> str:
+    out = f"<p><b>{e(imp.reading())}</b></p>"
+    if imp.fanova:
+        out += figures.figure_html(
+            figures.importance_figure(imp), f"Importance for {imp.target} ({imp.n_trials} trials)"
+        )
+    return out
+
+
+def failures_html(groups: list[FailureGroup]) -> str:
+    if not groups:
+        return "<p>No trial failed or was pruned.</p>"
+    rows = "".join(
+        f"<tr><td>{e(g.reason)}</td><td>{len(g.trials)}</td><td>{e(', '.join(f'#{n}' for n in g.trials))}</td>"
+        f"<td>{e('; '.join(g.shared)) or '—'}</td><td>{e(explain(g.reason))}</td></tr>"
+        for g in groups
+    )
+    return (
+        "<table><tr><th>reason</th><th>trials</th><th>which</th><th>parameter ranges they share</th>"
+        f"<th>what it means</th></tr>{rows}</table>"
+    )
+
+
+def samples_html(
+    trials: Sequence[FrozenTrial], study: optuna.Study, store: FileSystemArtifactStore | None, s: Summary
+) -> str:
+    done = complete(trials)
+    tied = set(ties_with_best(done, s.noise))
+    shown = done[:3] + [t for t in done[3:] if t.user_attrs.get("baseline")]
+    cells = [
+        f"<div class='cell'>{image_tag(store, study.user_attrs.get('real_grid'), 'real validation images')}"
+        "<p>real validation images, for comparison</p></div>"
+    ]
+    for t in shown:
+        tie = f" — tied with #{done[0].number} (within the noise)" if t.number in tied else ""
+        cells.append(
+            f"<div class='cell'>{image_tag(store, t.user_attrs.get('samples'), f'trial {t.number}')}"
+            f"<p>#{t.number}{' (baseline)' if t.user_attrs.get('baseline') else ''}: {e(s.metric_name)} "
+            f"{t.value:.4g}{e(tie)}<br><small>{params_text(t)}<br>{e(sampling_text(t))}</small></p></div>"
+        )
+    out = f"<h3>Best trials and the baseline ({len(done)} complete)</h3><div class='grid'>{''.join(cells)}</div>"
+    if done:
+        best = done[0]
+        grids = current_attrs(best).get("grids") or {}
+        curve = current_attrs(best).get("curve") or {}
+        steps = "".join(
+            f"<div class='cell'>{image_tag(store, grids[k], f'evaluation {k}')}<p>evaluation {e(k)}"
+            f" at {curve.get(k, {}).get('kimg', 0):.3g} kimg</p></div>"
+            for k in sorted(grids, key=int)
+        )
+        out += f"<h3>Trial #{best.number} while it trained</h3><div class='grid'>{steps}</div>"
+    return out
+
+
+def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
+    sweeps = [(t, scores) for t in done[:5] if len(scores := sweep_of(t)) > 1]
+    out = f"<p><b>{e(sweep_answer(done, s.noise))}</b></p>"
+    if not sweeps:
+        return out
+    best, scores = sweeps[0]
+    out += figures.figure_html(
+        figures.sweep_figure(scores, s.metric_name),
+        f"{s.metric_name} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
+    )
+    if len(sweeps) > 1:
+        out += figures.figure_html(
+            figures.relative_sweep_figure([sc for _, sc in sweeps]),
+            f"Across the top {len(sweeps)} trials: {s.metric_name} above each trial's best combination, averaged",
+        )
+    return out
+
+
+def confirm_html(study: optuna.Study, storage: optuna.storages.BaseStorage) -> str:
+    name = study.user_attrs.get(CONFIRMED_BY)
+    if not name:
+        return "<p>Not confirmed yet: the ranking above comes from shortened runs.</p>" + next_step(
+            f"run `hpo confirm {study.study_name}` to retrain the top configurations with fresh seeds."
+        )
+    try:
+        companion = optuna.load_study(study_name=str(name), storage=storage)
+    except KeyError:
+        return f"<p>The confirmation study {e(str(name))} is gone.</p>"
+    v = verdict(study, companion)
+    rows = "".join(
+        f"<tr><td>#{c.trial}{' (baseline)' if c.baseline else ''}</td><td>{c.study_value:.4g}</td>"
+        f"<td>{(f'{c.mean:.4g} ± {c.spread:.2g}') if c.values else '—'}</td><td>{len(c.values)}</td></tr>"
+        for c in v.configs
+    )
+    rho = f"{v.rank_correlation:.2f}" if v.rank_correlation is not None else "n/a (fewer than 3 configurations)"
+    return (
+        f"<p><b>{e(v.text)}</b></p><table><tr><th>configuration</th><th>in the study</th><th>confirmed (mean ± sd)</th>"
+        f"<th>seeds</th></tr>{rows}</table><p class='note'>{v.finished} of {v.expected} runs finished at "
+        f"{v.budget_ratio:g}× the study's budget; rank correlation of study and confirmed order: {e(rho)}.</p>"
+    )
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222;
+box-sizing:border-box}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;
+vertical-align:top}.grid{display:flex;flex-wrap:wrap;gap:1em}.cell{width:340px;max-width:100%}
+.cell img{width:100%;image-rendering:pixelated}.note{color:#666;font-size:.9em}.next{color:#225}
+figure.plot{margin:1em 0;max-width:100%;overflow-x:auto}figcaption{font-weight:600}
+.plotly-graph-div{max-width:100%}"""
+
+
+def search_html(study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Importances, metric: str) -> str:
+    plots: list[tuple[str, str, dict[str, object]]] = [
+        ("history", "Optimization history", {}),
+        ("parallel", "Parallel coordinates", {}),
+        ("slice", "Slice plots per parameter", {}),
+    ]
+    top = fid_imp.ranked[:2]
+    if len(top) == 2:
+        plots.append(("contour", f"Contour of the two most important parameters: {top[0]}, {top[1]}", {"params": top}))
+    parts = []
+    for name, title, kwargs in plots:
+        fig = figures.optuna_figure(name, study, **kwargs)
+        if fig is not None:
+            parts.append(figures.figure_html(fig, title))
+    for param in ("guidance_scale", "ddim_steps"):
+        fig = figures.scatter_figure(trials, param, metric)
+        if fig is not None:
+            parts.append(figures.figure_html(fig, f"{metric} against {param} (searched per trial)"))
+    if not parts:
+        return ""
+    return f"<h2>The search</h2><p class='note'>{len(complete(trials))} complete trials.</p>{''.join(parts)}"
+
+
+def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
+    trials = study.get_trials(deepcopy=False)
+    s = summarise(study, trials)
+    done = complete(trials)
+    fid_imp, val_imp = study_importances(trials, s.metric_name)
+    learning = [t for t in trials if t.state != TrialState.WAITING]
+    top = done[:5] + [t for t in done[5:] if t.user_attrs.get("baseline")]
+    parts = [
+        f"<h1>Study {e(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
+        "<h2>Summary</h2>",
+        summary_html(s),
+        "<h2>Which hyperparameters mattered</h2>",
+        importance_html(fid_imp),
+        importance_html(val_imp),
+        next_step("narrow the ranges of the parameters that matter, fix the others, and run more trials where unsure."),
+        "<h2>Is it learning?</h2>",
+        figures.figure_html(
+            figures.curve_figure(learning),
+            f"Learning curves of {len(learning)} trials: {PRUNING_METRIC} at the fixed evaluation points "
+            "(dotted + ✕: pruned or failed)",
+        ),
+        figures.figure_html(
+            figures.level_figure(top),
+            f"Where along the noise range the top {len(top)} models are weak: error ratio to a linear denoiser "
+            "per log-SNR level, last evaluation (1 = learned nothing there)",
+        ),
+        next_step(
+            "a curve that stays flat near 1 did not learn: check `hpo doctor`; a level stuck near 1 is where to look."
+        ),
+        "<h2>Sampling: guidance and DDIM steps</h2>",
+        sweep_html(done, s),
+        search_html(study, trials, fid_imp, s.metric_name),
+        "<h2>Samples</h2>",
+        samples_html(trials, study, store, s),
+        "<h2>Confirmed at full length?</h2>",
+        confirm_html(study, study._storage),
+        "<h2>Failures and pruned trials</h2>",
+        failures_html(failure_groups(trials)),
+    ]
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpo report: {e(s.study_name)}</title>"
+        f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style><script>{get_plotlyjs()}</script>"
+        f"</head><body>{''.join(parts)}</body></html>"
+    )
+
+
+def report_path(study_name: str, folder: Path = Path("reports")) -> Path:
+    return folder / f"{path_component(study_name)}.html"
+
+
+def write_report(study: optuna.Study, path: Path, *, artifact_dir: Path | None) -> Path:
+    store = FileSystemArtifactStore(str(artifact_dir)) if artifact_dir is not None and artifact_dir.is_dir() else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the launcher and a worker may both write it
+    tmp.write_text(render(study, store), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,147 @@
+"""The sampling sweep: one trained model scored at every (guidance, DDIM steps, η) combination.
+
+Every combination uses the same labels and the same initial noise per sample, so differences are
+the settings' and not the noise's. With screening, every combination is first scored on the first
+``screen_samples`` samples; the best ``rescore_top`` are then completed to ``num_samples`` (the
+screening samples are reused, since sample i is the same image in both) and the trial's value is the
+best full-count score: FIDs are compared at equal counts only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
+from hpo.spec.sampling import SamplingConfig
+from hpo.training.model import DiffusionModel
+
+log = logging.getLogger("hpo.scoring")
+
+Stage = Literal["screen", "full"]
+
+
+@dataclass(frozen=True)
+class ComboScore:
+    sampling: SamplingConfig
+    stage: Stage  # screen: a first look at screen_samples; full: at score.num_samples (comparable)
+    num_samples: int
+    fid: float
+    kid: float
+    class_accuracy: float | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.sampling.as_dict(),
+            "stage": self.stage,
+            "num_samples": self.num_samples,
+            "fid": self.fid,
+            "kid": self.kid,
+            "class_accuracy": self.class_accuracy,
+            "seconds": round(self.seconds, 3),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ComboScore:
+        sampling = SamplingConfig(float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]))
+        accuracy = d.get("class_accuracy")
+        return cls(
+            sampling,
+            d["stage"],
+            int(d["num_samples"]),
+            float(d["fid"]),
+            float(d["kid"]),
+            None if accuracy is None else float(accuracy),
+            float(d.get("seconds", 0.0)),
+        )
+
+
+@dataclass
+class SweepResult:
+    scores: list[ComboScore] = field(default_factory=list)  # every score, screening and full
+
+    @property
+    def full(self) -> list[ComboScore]:
+        return [s for s in self.scores if s.stage == "full"]
+
+    @property
+    def best(self) -> ComboScore:
+        return min(self.full, key=lambda s: s.fid)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.scores)
+
+
+def run_sweep(
+    scorer: Scorer,
+    model: DiffusionModel,
+    combos: Sequence[SamplingConfig],
+    *,
+    screen_samples: int = 0,
+    rescore_top: int = 2,
+    class_frequencies: torch.Tensor | None = None,
+    seed: int = 0,
+    known: Sequence[ComboScore] = (),
+    on_score: Callable[[ComboScore], None] | None = None,
+) -> SweepResult:
+    """Score ``model`` at every combination; scores in ``known`` (from an earlier attempt on the
+    same weights) are reused, not recomputed. ``on_score`` sees each new score as it lands."""
+    n = scorer.config.num_samples
+    labels = score_labels(scorer, model, class_frequencies, seed=seed)
+    done = {(s.sampling, s.stage): s for s in known}
+    result = SweepResult()
+    firsts: dict[SamplingConfig, SampleFeatures] = {}
+
+    def measure(combo: SamplingConfig, start: int, count: int) -> SampleFeatures:
+        return sample_features(scorer, model, combo, labels, start=start, n=count, seed=seed)
+
+    def record(combo: SamplingConfig, stage: Stage, sample: SampleFeatures) -> None:
+        s = scores_of(scorer, sample, conditional=labels is not None, seed=seed)
+        entry = ComboScore(
+            combo, stage, s.num_samples, s.fid, s.kid, s.class_accuracy, s.sampling_seconds + s.feature_seconds
+        )
+        result.scores.append(entry)
+        log.info("%s %s: %s %.4g (%d samples)", stage, combo.label, s.metric_name, s.fid, s.num_samples)
+        if on_score is not None:
+            on_score(entry)
+
+    screening = 0 < screen_samples < n and len(combos) > 1
+    finalists = list(combos)
+    if screening:
+        for combo in combos:
+            if (combo, "screen") in done:
+                result.scores.append(done[(combo, "screen")])
+                continue
+            firsts[combo] = measure(combo, 0, screen_samples)
+            record(combo, "screen", firsts[combo])
+        screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid)
+        finalists = [s.sampling for s in screened[:rescore_top]]
+    for combo in finalists:
+        if (combo, "full") in done:
+            result.scores.append(done[(combo, "full")])
+            continue
+        if combo in firsts:  # the screening samples are the first screen_samples of the full set
+            sample = firsts[combo] + measure(combo, screen_samples, n - screen_samples)
+        else:
+            sample = measure(combo, 0, n)
+        record(combo, "full", sample)
+    return result
+
+
+def sweep_table(result: SweepResult, metric: str) -> str:
+    """The sweep as aligned text, best full-count score marked."""
+    best = result.best
+    lines = [f"{'guidance':>8} {'steps':>5} {'eta':>4} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9}"]
+    for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.fid)):
+        mark = "  <- best" if s is best else ""
+        lines.append(
+            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g} {s.stage:>6} "
+            f"{s.num_samples:7d} {s.fid:15.4g} {s.kid:9.4g}{mark}"
+        )
+    return "\n".join(lines)

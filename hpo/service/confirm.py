@@ -1,0 +1,182 @@
+"""Confirmation: does the winner of short runs still win at full length?
+
+The top K configurations of a study and its baseline are retrained with S fresh seeds each, as the
+trials of a companion study on the same storage (so the same workers serve them and a crash is
+retried like any trial). The verdict compares each configuration's mean over seeds, with its spread,
+and says whether the winner holds, or which configurations are tied.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
+from scipy.stats import spearmanr
+
+from hpo.errors import HpoError
+from hpo.service.study import create_or_resume, require_spec
+from hpo.spec.params import candidates
+from hpo.spec.spec import spec_from_dict
+
+CONFIRM_OF, CONFIRMED_BY = "hpo_confirm_of", "hpo_confirmed_by"
+SEED_BASE = 1000  # confirmation seeds 1001, 1002, ...: never the study's own seed
+
+
+def companion_name(study_name: str) -> str:
+    return f"{study_name[:92]}-confirm"
+
+
+def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
+    """The ``top`` best complete trials with distinct parameters, then the best complete baseline
+    (if it is not among them)."""
+    complete = sorted(
+        (t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None),
+        key=lambda t: float(t.value),  # type: ignore[arg-type]
+    )
+    chosen: list[FrozenTrial] = []
+    for t in complete:
+        if len(chosen) < top and all(t.params != c.params for c in chosen):
+            chosen.append(t)
+    baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
+    if baseline is not None and all(baseline.params != c.params for c in chosen):
+        chosen.append(baseline)
+    if not chosen:
+        raise HpoError(f"study {study.study_name!r} has no complete trial to confirm yet")
+    return chosen
+
+
+def create_companion(
+    study: optuna.Study, storage: RDBStorage, *, top: int, seeds: int, kimg: float | None
+) -> optuna.Study:
+    """The companion study with one trial per (configuration, seed), or the existing one."""
+    spec = require_spec(study)
+    configs = pick_configurations(study, top)
+    raw = spec.to_dict()
+    name = companion_name(study.study_name)
+    raw["study"] = {**raw["study"], "name": name, "n_trials": len(configs) * seeds}
+    raw["train"] = {**raw["train"], "kimg": kimg if kimg is not None else spec.train.kimg}
+    seed_values = [SEED_BASE + i for i in range(1, seeds + 1)]
+    raw["search"] = {k: v for k, v in raw["search"].items() if k != "kimg"}
+    raw["search"]["seed"] = {"type": "categorical", "choices": seed_values}
+    raw.update(pruner={"name": "none"}, sampler={"name": "random", "seed": 0}, baselines=[])
+    companion_spec = spec_from_dict(raw, file=f"confirmation of {study.study_name}")
+    companion, created = create_or_resume(companion_spec, storage)
+    if created:
+        companion.set_user_attr(CONFIRM_OF, study.study_name)
+        for trial in configs:
+            params = {k: v for k, v in trial.params.items() if k != "kimg"}
+            for seed in seed_values:
+                attrs = {"confirm_of": trial.number, "baseline": bool(trial.user_attrs.get("baseline"))}
+                companion.enqueue_trial({**params, "seed": seed}, user_attrs=attrs)
+    study.set_user_attr(CONFIRMED_BY, name)
+    return companion
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    trial: int  # the configuration's trial in the source study
+    study_value: float
+    baseline: bool
+    values: list[float]  # the score of each finished seed
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values) if self.values else math.nan
+
+    @property
+    def spread(self) -> float:
+        """Standard deviation over seeds (0 with one seed)."""
+        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+    @property
+    def standard_error(self) -> float:
+        return self.spread / math.sqrt(len(self.values)) if self.values else math.inf
+
+
+def tied(a: Confirmed, b: Confirmed) -> bool:
+    """Two configurations are tied when their means differ by less than twice the standard error of
+    the difference (over seeds): the data cannot order them."""
+    se = math.hypot(a.standard_error, b.standard_error)
+    return abs(a.mean - b.mean) < 2 * se
+
+
+@dataclass(frozen=True)
+class Verdict:
+    configs: list[Confirmed]  # in the study's order (best study value first)
+    budget_ratio: float  # confirmation budget / study budget
+    seeds: int
+    finished: int
+    expected: int
+    rank_correlation: float | None  # Spearman, study order vs confirmed order
+    text: str
+
+
+def confirmed_results(source: optuna.Study, companion: optuna.Study) -> list[Confirmed]:
+    by_source = {t.number: t for t in source.get_trials(deepcopy=False)}
+    values: dict[int, list[float]] = {}
+    for t in companion.get_trials(deepcopy=False):
+        number = t.user_attrs.get("confirm_of")
+        if number is None:
+            continue
+        values.setdefault(int(number), [])
+        if t.state == TrialState.COMPLETE and t.value is not None:
+            values[int(number)].append(float(t.value))
+    out = [
+        Confirmed(n, float(by_source[n].value or math.nan), bool(by_source[n].user_attrs.get("baseline")), v)
+        for n, v in values.items()
+        if n in by_source
+    ]
+    return sorted(out, key=lambda c: c.study_value)
+
+
+def verdict(source: optuna.Study, companion: optuna.Study) -> Verdict:
+    configs = confirmed_results(source, companion)
+    spec, own = require_spec(companion), require_spec(source)
+    ratio = spec.train.kimg / own.train.kimg
+    trials = companion.get_trials(deepcopy=False)
+    finished = sum(1 for t in trials if t.state.is_finished())
+    seeds = len(candidates(spec.search["seed"])) if "seed" in spec.search else 1
+    scored = [c for c in configs if c.values]
+    rho = None
+    if len(scored) >= 3:
+        rho = float(spearmanr([c.study_value for c in scored], [c.mean for c in scored]).statistic)
+    return Verdict(configs, ratio, seeds, finished, len(configs) * seeds, rho, reading(scored, ratio))
+
+
+def reading(scored: list[Confirmed], ratio: float) -> str:
+    """One plain sentence: does the winner hold, or what is tied with it."""
+    if not scored:
+        return "No confirmation run has finished yet."
+    budget = f"{ratio:g}× the budget"
+    winner = scored[0]
+    best = min(scored, key=lambda c: c.mean)
+    if len(scored) == 1:
+        return f"Only trial {winner.trial} has confirmation runs so far: {_fmt(winner)} at {budget}."
+    ties = [c for c in scored if c is not winner and tied(c, winner)]
+    if best is winner and not ties:
+        text = f"The winner holds at {budget}: trial {winner.trial} ({_fmt(winner)}) beats every other one."
+    elif best is winner or tied(best, winner):
+        names = " and ".join(f"trial {c.trial}" for c in [winner, *ties])
+        values = "; ".join(_fmt(c) for c in [winner, *ties])
+        text = f"At {budget}, {names} are tied ({values}): the seeds cannot order them."
+    else:
+        text = (
+            f"The winner does not hold at {budget}: trial {best.trial} ({_fmt(best)}) beats trial {winner.trial} "
+            f"({_fmt(winner)})."
+        )
+    baseline = next((c for c in scored if c.baseline), None)
+    if baseline is not None and baseline is not best:
+        if tied(baseline, best):
+            text += f" The baseline (trial {baseline.trial}, {_fmt(baseline)}) is tied with the best."
+        else:
+            gain = baseline.mean - best.mean
+            text += f" The best beats the baseline (trial {baseline.trial}, {_fmt(baseline)}) by {gain:.3g}."
+    return text
+
+
+def _fmt(c: Confirmed) -> str:
+    return f"{c.mean:.3g} ± {c.spread:.2g} over {len(c.values)} seed{'s' if len(c.values) != 1 else ''}"

@@ -1,0 +1,103 @@
+"""What a worker holds for one study, and where a trial's files go: every path is built here from
+the study's safe path component and the trial's first-attempt number (shared with its retries)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import optuna
+import torch
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from PIL import Image
+
+from hpo.scoring.score import Scorer, make_scorer
+from hpo.service.names import path_component
+from hpo.service.storage import ResilientStorage
+from hpo.service.trials import root_number
+from hpo.spec.sampling import SamplingConfig
+from hpo.spec.spec import Spec
+from hpo.training.data import ImageData
+from hpo.training.generate import sample_images, save_grid
+from hpo.training.model import DiffusionModel
+
+
+@dataclass
+class StudyContext:
+    """A study's spec, data, storage and artifact store, and (lazily) its scorer."""
+
+    name: str
+    spec: Spec
+    data: ImageData
+    device: torch.device
+    artifact_dir: Path
+    cache_dir: Path
+    storage: ResilientStorage | None = None
+    scorer: Scorer | None = field(default=None)
+
+    @property
+    def artifacts(self) -> FileSystemArtifactStore:
+        self.artifact_dir.mkdir(parents=True, exist_ok=True)
+        return FileSystemArtifactStore(str(self.artifact_dir))
+
+    def get_scorer(self) -> Scorer:
+        if self.scorer is None:
+            self.scorer = make_scorer(
+                self.spec.score, self.data, device=self.device, cache_dir=self.cache_dir / "scoring"
+            )
+        return self.scorer
+
+    def trial_root(self, trial: optuna.Trial) -> int:
+        return root_number(trial.study._storage.get_trial(trial._trial_id))
+
+    def checkpoint_path(self, root: int) -> Path:
+        """Shared by a trial and its retries, so a retry resumes where the lost worker stopped."""
+        return self.artifact_dir / "checkpoints" / path_component(self.name) / f"trial-{root}.pt"
+
+    def tensorboard_dir(self, root: int) -> Path:
+        return tensorboard_root(self.artifact_dir) / path_component(self.name) / f"trial-{root:04d}"
+
+    def tracker_dir(self) -> Path:
+        return self.artifact_dir / "trackers" / path_component(self.name)
+
+
+def tensorboard_root(artifact_dir: Path) -> Path:
+    return artifact_dir / "tensorboard"
+
+
+def upload(ctx: StudyContext, target: optuna.Trial | optuna.Study, path: Path) -> str:
+    return upload_artifact(artifact_store=ctx.artifacts, file_path=str(path), study_or_trial=target)
+
+
+def grid_layout(
+    model: DiffusionModel, n: int, class_names: tuple[str, ...]
+) -> tuple[torch.Tensor | None, int, list[str] | None]:
+    """(labels, images per row, row captions): one row per class for conditional models."""
+    if not model.info.conditional:
+        return None, max(1, round(n**0.5)), None
+    classes = min(model.info.num_classes, n)
+    per_row = max(1, n // classes)
+    labels = torch.arange(classes).repeat_interleave(per_row)
+    return labels, per_row, [class_names[c] for c in range(classes)]
+
+
+def sample_grid(
+    ctx: StudyContext, model: DiffusionModel, sampling: SamplingConfig, n: int, path: Path, *, seed: int
+) -> np.ndarray:
+    """Save a grid of ``n`` samples (rows labelled by class) and return it as an RGB array."""
+    labels, per_row, captions = grid_layout(model, n, ctx.data.class_names)
+    count = labels.shape[0] if labels is not None else n
+    images = sample_images(model, sampling, n=count, seed=seed, labels=labels)
+    save_grid(images, path, nrow=per_row, captions=captions)
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def upload_real_grid(ctx: StudyContext, study: optuna.Study, n: int) -> None:
+    """Once per study: a grid of real validation images, to set beside the samples in the report."""
+    if study.user_attrs.get("real_grid"):
+        return
+    images = ctx.data.val_images[:n].cpu()
+    with tempfile.TemporaryDirectory() as tmp:
+        study.set_user_attr("real_grid", upload(ctx, study, save_grid(images, Path(tmp) / "real.png")))

@@ -1,0 +1,241 @@
+"""The objective: a trial's parameters → one training run → the sampling sweep → the best FID.
+The only place that turns training and scoring events into Optuna reports, pruning decisions,
+failure reasons, attributes and artifacts."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import TrialState
+
+from hpo.diffusion.network import ProtocolError
+from hpo.errors import ConfigError
+from hpo.scoring.score import score
+from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
+from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
+from hpo.service.space import suggest
+from hpo.service.study import pruned_reason
+from hpo.spec.config import TrainConfig
+from hpo.spec.sampling import SamplingConfig
+from hpo.tracking.base import RunInfo, Runs
+from hpo.tracking.runs import open_runs
+from hpo.training.model import DiffusionModel
+from hpo.training.runtime import release_memory
+from hpo.training.trainer import EvalPoint, TrainingAborted, TrainingStopped, TrainResult, train
+from hpo.training.validation import PRUNING_METRIC
+
+log = logging.getLogger("hpo.objective")
+
+GRID_PER_EVAL = 16  # images in the grid saved at each evaluation point
+REPEAT_SEED = 1  # the second, independent sample set that measures a score's noise
+
+
+class TrialFailed(Exception):
+    """The trial cannot produce a score; ``reason`` is stored as the trial's fail_reason."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}")
+
+
+class TrialLost(Exception):
+    """Another worker failed this trial as stale while this one ran it: its retry takes over."""
+
+
+def _fail(trial: optuna.Trial, reason: str, detail: str) -> TrialFailed:
+    trial.set_user_attr("fail_reason", reason)
+    trial.set_user_attr("error", detail[:500])
+    return TrialFailed(reason, detail)
+
+
+def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[], None] = lambda: None) -> float:
+    on_start()
+    params = suggest(trial, ctx.spec.search)
+    train_params, sampling_params = ctx.spec.split_params(params)
+    try:
+        cfg = ctx.spec.train_config(train_params).replace(device=str(ctx.device))
+        combos = ctx.spec.sampling_combinations(cfg, sampling_params)
+    except ConfigError as err:
+        raise _fail(trial, "invalid_config", str(err)) from None
+    trial.set_user_attr("device", f"{socket.gethostname()}:{ctx.device}")
+    trial.set_user_attr("budget_kimg", cfg.kimg)
+    root = ctx.trial_root(trial)
+    checkpoint = ctx.checkpoint_path(root)
+    runs = open_runs(
+        ctx.spec.tracking,
+        RunInfo(ctx.name, root, params),
+        tensorboard_dir=ctx.tensorboard_dir(root),
+        local_dir=ctx.tracker_dir(),
+    )
+    preview = ctx.spec.sampling.preview(sampling_params)
+    try:
+        result = _train(trial, ctx, cfg, runs, checkpoint, preview)
+        value = _score(trial, ctx, cfg, result, combos, runs)
+    except (optuna.TrialPruned, TrialFailed):
+        checkpoint.unlink(missing_ok=True)  # nothing will resume it; the report needs only the artifacts
+        raise
+    finally:
+        runs.close()
+    checkpoint.unlink(missing_ok=True)  # the EMA weights are an artifact now
+    return value
+
+
+def _train(
+    trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig, runs: Runs, checkpoint: Path, preview: SamplingConfig
+) -> TrainResult:
+    storage = ctx.storage
+    try:
+        return train(
+            cfg,
+            ctx.data,
+            on_eval=_reporter(trial, ctx, cfg, runs, preview),
+            on_sync=runs.on_sync,
+            should_stop=(lambda: storage.is_lost(trial._trial_id)) if storage is not None else None,
+            checkpoint=checkpoint,
+        )
+    except TrainingAborted as err:
+        trial.set_user_attr("fail_reason", err.reason)
+        trial.set_user_attr("stopped_at_kimg", err.step * cfg.batch_size / 1000)
+        raise optuna.TrialPruned(str(err)) from None
+    except TrainingStopped as err:
+        raise TrialLost(f"trial {trial.number} was failed as stale at step {err.step}") from None
+    except ProtocolError as err:
+        raise _fail(trial, "network_protocol", str(err)) from None
+    except torch.cuda.OutOfMemoryError:
+        release_memory(ctx.device)
+        trial.set_user_attr("oom_batch_size", cfg.batch_size)
+        raise _fail(trial, "oom", f"CUDA out of memory at batch_size={cfg.batch_size}") from None
+
+
+def _reporter(
+    trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig, runs: Runs, preview: SamplingConfig
+) -> Callable[[EvalPoint, DiffusionModel], None]:
+    curve: dict[str, dict[str, float]] = {}
+    grids: dict[str, str] = dict(trial.user_attrs.get("grids") or {})
+    reason = pruned_reason(ctx.spec)
+
+    def on_eval(point: EvalPoint, ema: DiffusionModel) -> None:
+        value = point.metrics[PRUNING_METRIC]
+        trial.report(value if math.isfinite(value) else float("nan"), step=point.index)
+        curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
+        trial.set_user_attr("curve", curve)
+        grid = None
+        if not point.replayed:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"eval{point.index}.png"
+                grid = sample_grid(ctx, ema, preview, GRID_PER_EVAL, path, seed=0)
+                grids[str(point.index)] = upload(ctx, trial, path)
+            trial.set_user_attr("grids", grids)
+        runs.on_eval(point, grid)
+        if trial.should_prune():
+            trial.set_user_attr("fail_reason", reason)
+            trial.set_user_attr("stopped_at_kimg", point.kimg)
+            raise optuna.TrialPruned(f"validation metric {value:.4g} lags at evaluation {point.index} ({reason})")
+
+    return on_eval
+
+
+def _sweep(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, combos: list[SamplingConfig]) -> SweepResult:
+    """Every combination on the same weights; each score is stored as it lands, so a retry that
+    resumes here rescores nothing it already has."""
+    stored = [dict(d) for d in trial.user_attrs.get("sweep") or []]
+    storage = ctx.storage
+
+    def on_score(entry: ComboScore) -> None:
+        stored.append(entry.to_dict())
+        trial.set_user_attr("sweep", stored)
+        if storage is not None and storage.is_lost(trial._trial_id):
+            raise TrialLost(f"trial {trial.number} was failed as stale while scoring")
+
+    sweep = ctx.spec.sampling
+    return run_sweep(
+        ctx.get_scorer(),
+        model,
+        combos,
+        screen_samples=sweep.screen_samples,
+        rescore_top=sweep.rescore_top,
+        class_frequencies=ctx.data.class_frequencies(),
+        seed=0,
+        known=[ComboScore.from_dict(d) for d in stored],
+        on_score=on_score,
+    )
+
+
+def _score(
+    trial: optuna.Trial,
+    ctx: StudyContext,
+    cfg: TrainConfig,
+    result: TrainResult,
+    combos: list[SamplingConfig],
+    runs: Runs,
+) -> float:
+    started = time.perf_counter()
+    sweep = _sweep(trial, ctx, result.model, combos)
+    best = sweep.best
+    attrs: dict[str, Any] = {
+        "val_loss": result.history[-1].metrics["val_loss"],
+        PRUNING_METRIC: result.history[-1].metrics[PRUNING_METRIC],
+        "sampling": best.sampling.as_dict(),
+        "kid": best.kid,
+        "metric_name": ctx.spec.score.metric_name,
+        "class_accuracy": best.class_accuracy,
+        "num_samples": best.num_samples,
+        "combinations": len(combos),
+        "train_seconds": round(result.seconds, 2),
+        "score_seconds": round(time.perf_counter() - started, 2),
+        "images_per_second": round(result.images_per_second, 1),
+        "peak_memory_mb": round(result.peak_memory_bytes / 2**20, 1),
+        "num_parameters": result.num_parameters,
+    }
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    if not math.isfinite(best.fid):
+        raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.fid}")
+    if _needs_repeat(trial, best.fid):
+        _repeat(trial, ctx, result.model, best)
+    images = _artifacts(trial, ctx, result.model, best.sampling)
+    metrics = {"fid": best.fid, "kid": best.kid, PRUNING_METRIC: attrs[PRUNING_METRIC]}
+    if best.class_accuracy is not None:
+        metrics["class_accuracy"] = best.class_accuracy
+    runs.on_result(metrics, images, result.steps)
+    return best.fid
+
+
+def _needs_repeat(trial: optuna.Trial, fid: float) -> bool:
+    """Baselines, and every trial that beats the best so far, get their score's noise measured."""
+    if trial.user_attrs.get("baseline"):
+        return True
+    complete = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    return all(t.value is None or fid < t.value for t in complete)
+
+
+def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best: ComboScore) -> None:
+    again = score(
+        ctx.get_scorer(), model, best.sampling, class_frequencies=ctx.data.class_frequencies(), seed=REPEAT_SEED
+    )
+    trial.set_user_attr("fid_repeat", again.fid)
+    trial.set_user_attr("fid_noise", abs(again.fid - best.fid) / math.sqrt(2))
+
+
+def _artifacts(
+    trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, sampling: SamplingConfig
+) -> Mapping[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        grid = sample_grid(ctx, model, sampling, ctx.spec.score.grid_size, Path(tmp) / "samples.png", seed=1)
+        trial.set_user_attr("samples", upload(ctx, trial, Path(tmp) / "samples.png"))
+        weights = Path(tmp) / "ema.pt"
+        torch.save(model.net.state_dict(), weights)
+        trial.set_user_attr("ema_checkpoint", upload(ctx, trial, weights))
+    with contextlib.suppress(Exception):  # a missing real grid only costs the report a picture
+        upload_real_grid(ctx, trial.study, ctx.spec.score.grid_size)
+    return {"samples/final": grid}

@@ -1,0 +1,56 @@
+"""A cross-process lock around "is there room for another trial? then ask for it".
+
+Held from the count until the new trial exists (the objective releases it first thing), so N
+workers never start more than ``n_trials``. PostgreSQL: a session advisory lock on its own
+connection (released by the server if the worker dies). SQLite: a file lock beside the file
+(``filelock``, released by the kernel if the worker dies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import Any
+
+from filelock import FileLock
+from optuna.storages import RDBStorage
+from sqlalchemy import text
+
+from hpo.service.storage import sqlite_path
+
+
+def lock_key(study_name: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"hpo:{study_name}".encode()).digest()[:8], "big", signed=True)
+
+
+class StartLock:
+    def __init__(self, url: str, storage: RDBStorage, study_name: str) -> None:
+        self.key = lock_key(study_name)
+        self.path = sqlite_path(url)
+        self.storage = storage
+        self._conn: Any = None
+        self._file = FileLock(f"{self.path}.start.lock", thread_local=False) if self.path is not None else None
+
+    def acquire(self) -> None:
+        if self._file is not None:
+            self._file.acquire()
+            return
+        self._conn = self.storage.engine.connect()
+        self._conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": self.key})
+
+    def release(self) -> None:
+        if self._file is not None and self._file.is_locked:
+            self._file.release(force=True)
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):  # a lost connection released the lock already
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.key})
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def __enter__(self) -> StartLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

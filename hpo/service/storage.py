@@ -1,0 +1,291 @@
+"""Where studies live: URL resolution, engine options, a storage that rides out database outages,
+and password redaction.
+
+No URL → an embedded SQLite file in the working directory (WAL journal, generous busy timeout) so
+several local worker processes share it without "database is locked". PostgreSQL is the deployment.
+
+A database restart must not cost healthy trials anything. :class:`ResilientStorage` therefore
+* retries idempotent reads and writes (reports, attributes, heartbeats) through a connection outage
+  with backoff, for up to ``outage_seconds``;
+* keeps heartbeats alive: a failed heartbeat is retried and logged, never ends the heartbeat thread
+  (Optuna's thread dies on the first exception);
+* after each heartbeat, checks that its trial is still RUNNING; if another worker failed it as stale,
+  :meth:`is_lost` says so, and the trial stops training at its next step;
+* does not judge staleness right after an outage: while the server has been up for less than the
+  grace period (or this process saw the database unreachable that recently), heartbeats that
+  lapsed during the outage are not held against their trials.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.trial import TrialState
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
+
+from hpo.errors import HpoError
+
+log = logging.getLogger("hpo.storage")
+
+STORAGE_ENV = "HPO_STORAGE"
+DEFAULT_DB = "hpo.db"
+# Per process: 2 pooled + 2 overflow connections. 32 workers × 2 + the dashboard stays well under
+# PostgreSQL's default max_connections=100; overflow covers the heartbeat thread and the start lock.
+POOL = {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True, "pool_recycle": 300}
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    interval: int = 30  # seconds between heartbeats of a running trial
+    grace_period: int | None = None  # seconds of silence before a trial is stale (2× interval)
+    max_retries: int = 2  # re-runs of a stale trial
+
+    @property
+    def grace_seconds(self) -> int:
+        return self.grace_period if self.grace_period is not None else 2 * self.interval
+
+
+def resolve_url(url: str | None = None) -> str:
+    """``--storage``, else $HPO_STORAGE, else the embedded database ./hpo.db. ``postgresql://`` and
+    ``postgresql+psycopg2://`` both work (SQLAlchemy 2.1 alone would map the first to psycopg 3)."""
+    chosen = url or os.environ.get(STORAGE_ENV) or f"sqlite:///{DEFAULT_DB}"
+    try:
+        parsed = make_url(chosen)
+    except ArgumentError:
+        raise HpoError(
+            f"cannot parse storage URL {redact(chosen)!r}; expected postgresql://USER:PASSWORD@HOST:5432/DB "
+            "or sqlite:///FILE"
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+        return parsed.render_as_string(hide_password=False)
+    if parsed.get_backend_name() not in ("postgresql", "sqlite", "mysql"):
+        raise HpoError(f"unsupported storage {redact(chosen)!r}; use postgresql://... or sqlite:///FILE")
+    return chosen
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced by ***; never log or print a URL without this."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable URL>"
+
+
+def redact_text(message: str, url: str) -> str:
+    password = make_url(url).password
+    return message.replace(str(password), "***") if password else message
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str) -> Path | None:
+    parsed = make_url(url)
+    return Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
+
+
+def engine_kwargs(url: str) -> dict[str, Any]:
+    if is_sqlite(url):
+        return {"connect_args": {"timeout": 120}}
+    return dict(POOL)
+
+
+def prepare_sqlite(url: str) -> None:
+    """WAL lets readers and one writer work at once; it is a property of the file, set once."""
+    path = sqlite_path(url)
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path, timeout=120) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
+def is_connection_error(err: BaseException | None) -> bool:
+    """The database could not be reached (restart, network), as opposed to a bad request."""
+    seen = 0
+    while err is not None and seen < 10:
+        if isinstance(err, OperationalError) or (isinstance(err, DBAPIError) and err.connection_invalidated):
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
+
+
+def is_storage_error(err: BaseException | None) -> bool:
+    """True when the database failed, also when Optuna's bookkeeping tripped over it (its
+    ``_run_trial`` then raises UnboundLocalError from the failed tell)."""
+    seen = 0
+    while err is not None and seen < 10:
+        if isinstance(err, (SQLAlchemyError, optuna.exceptions.StorageInternalError)):
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
+
+
+class ResilientStorage(RDBStorage):
+    """An RDBStorage that survives database outages shorter than ``outage_seconds`` (see above)."""
+
+    def __init__(self, url: str, *, outage_seconds: float = 120.0, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self.outage_seconds = outage_seconds
+        self._lost: set[int] = set()
+        self._last_outage = 0.0  # monotonic time this process last saw the database unreachable
+        self._lock = threading.Lock()
+
+    def retrying(self, call: Callable[[], T], what: str) -> T:
+        delay, deadline, warned = 0.5, time.monotonic() + self.outage_seconds, False
+        while True:
+            try:
+                return call()
+            except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as err:
+                if not is_connection_error(err) or time.monotonic() > deadline:
+                    raise
+                self._last_outage = time.monotonic()
+                if not warned:
+                    log.warning("database unreachable during %s; retrying for up to %.0f s", what, self.outage_seconds)
+                    warned = True
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        """Never raises: a heartbeat lost to an outage is retried; the thread lives on."""
+        interval = float(self.heartbeat_interval or 30)
+        delay, deadline = 0.5, time.monotonic() + interval
+        while True:
+            try:
+                super().record_heartbeat(trial_id)
+                self._check_still_running(trial_id)
+                return
+            except Exception as err:  # the heartbeat thread must survive anything
+                self._last_outage = time.monotonic()
+                if time.monotonic() + delay > deadline:
+                    log.warning(
+                        "heartbeat of trial id %d failed (%s); next try in %.0f s", trial_id, _short(err), interval
+                    )
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _check_still_running(self, trial_id: int) -> None:
+        state = super().get_trial(trial_id).state
+        if state != TrialState.RUNNING:
+            with self._lock:
+                if trial_id not in self._lost:
+                    log.warning("trial id %d is %s while this worker runs it; stopping it", trial_id, state.name)
+                self._lost.add(trial_id)
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        """Finishing a trial is retried through an outage; if an attempt committed before its
+        connection died, the retry finds the trial already in ``state`` and that is success."""
+        if not state.is_finished():
+            return super().set_trial_state_values(trial_id, state, values)
+        attempts = [0]
+
+        def finish() -> bool:
+            attempts[0] += 1
+            try:
+                return RDBStorage.set_trial_state_values(self, trial_id, state, values)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                if attempts[0] > 1 and RDBStorage.get_trial(self, trial_id).state == state:
+                    return True
+                raise
+
+        return self.retrying(finish, "finishing a trial")
+
+    def is_lost(self, trial_id: int) -> bool:
+        """True once a heartbeat found this worker's trial failed by someone else (stale)."""
+        return trial_id in self._lost
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        grace = self.grace_period if self.grace_period is not None else 2 * (self.heartbeat_interval or 30)
+        if time.monotonic() - self._last_outage < grace or self._server_uptime() < grace:
+            return []  # heartbeats that lapsed during an outage are not held against their trials
+        return super()._get_stale_trial_ids(study_id)
+
+    def _server_uptime(self) -> float:
+        if self.engine.dialect.name != "postgresql":
+            return float("inf")
+        with self.engine.connect() as conn:
+            seconds = conn.execute(text("SELECT EXTRACT(EPOCH FROM now() - pg_postmaster_start_time())")).scalar()
+        return float(seconds or 0.0)
+
+
+IDEMPOTENT = (
+    "get_trial",
+    "get_all_trials",
+    "get_trial_id_from_study_id_trial_number",
+    "get_study_id_from_name",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "get_trial_user_attrs",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "set_trial_intermediate_value",
+    "set_study_user_attr",
+)
+
+
+def _retrying_method(name: str) -> Callable[..., Any]:
+    method = getattr(RDBStorage, name)
+
+    @functools.wraps(method)
+    def call(self: ResilientStorage, *args: Any, **kwargs: Any) -> Any:
+        return self.retrying(lambda: method(self, *args, **kwargs), name)
+
+    return call
+
+
+for _name in IDEMPOTENT:
+    setattr(ResilientStorage, _name, _retrying_method(_name))
+
+
+def _short(err: BaseException) -> str:
+    message = str(getattr(err, "orig", None) or err).strip()
+    return message.splitlines()[0][:200] if message else type(err).__name__
+
+
+def open_storage(
+    url: str, heartbeat: Heartbeat | None = None, *, must_exist: bool = False, outage_seconds: float | None = None
+) -> ResilientStorage:
+    """A storage with pooled, pre-pinged connections; with ``heartbeat``, stale trials are failed
+    and retried (only inside ``study.optimize``). ``must_exist`` (read-only commands): a missing
+    SQLite file is an error, not a new empty database."""
+    from hpo.service.trials import RetryStaleTrial
+
+    path = sqlite_path(url)
+    if must_exist and path is not None and not path.exists():
+        raise HpoError(
+            f"no database at {path} (in {Path.cwd()}); run hpo launch here first, or pass --storage / set {STORAGE_ENV}"
+        )
+    outage = outage_seconds if outage_seconds is not None else float(heartbeat.grace_seconds if heartbeat else 120)
+    try:
+        if path is not None:
+            prepare_sqlite(url)
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna; the noise helps no one
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            beat: dict[str, Any] = {}
+            if heartbeat is not None:
+                beat = {
+                    "heartbeat_interval": heartbeat.interval,
+                    "grace_period": heartbeat.grace_period,
+                    "heartbeat_stale_trial_callback": RetryStaleTrial(max_retry=heartbeat.max_retries),
+                }
+            return ResilientStorage(url, engine_kwargs=engine_kwargs(url), outage_seconds=outage, **beat)
+    except (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError) as err:
+        raise HpoError(f"cannot open storage {redact(url)}: {redact_text(_short(err), url)}") from None

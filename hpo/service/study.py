@@ -1,0 +1,186 @@
+"""Studies: create or resume from a spec, the spec stored inside, sampler and pruner from it,
+and the count that ends a study at exactly ``n_trials`` however many workers run."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo import __version__
+from hpo.errors import ConfigError, HpoError
+from hpo.service.space import grid
+from hpo.service.trials import is_retry
+from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
+
+log = logging.getLogger("hpo.study")
+
+SPEC_ATTR, HASH_ATTR = "hpo_spec", "hpo_spec_hash"
+
+
+def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampler:
+    """Each worker offsets the seed: processes with one seeded sampler would propose identical trials."""
+    s = spec.sampler
+    seed = None if s.seed is None else s.seed + worker_index
+    if s.name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=s.n_startup_trials, multivariate=True, constant_liar=True
+        )
+    if s.name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if s.name == "grid":
+        return optuna.samplers.GridSampler(grid(spec.search), seed=seed)
+    raise ValueError(f"unknown sampler {s.name!r}; expected one of tpe, random, grid")
+
+
+def make_pruner(spec: Spec) -> optuna.pruners.BasePruner:
+    """Steps are evaluation indices 1..K (the budget's fixed fractions), shared by every trial."""
+    p, evals = spec.pruner, spec.train.num_evals
+    if p.name == "none":
+        return optuna.pruners.NopPruner()
+    if p.name == "hyperband":
+        return optuna.pruners.HyperbandPruner(
+            min_resource=p.min_resource, max_resource=evals, reduction_factor=p.reduction_factor
+        )
+    if p.name == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=p.min_resource, reduction_factor=p.reduction_factor, min_early_stopping_rate=0
+        )
+    # Optuna's earliest prune is at step == n_warmup_steps: warmup_evals points are never pruned.
+    return optuna.pruners.MedianPruner(
+        n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1
+    )
+
+
+def pruned_reason(spec: Spec) -> str:
+    return f"pruned_by_{spec.pruner.name}"
+
+
+def stored_spec(study: optuna.Study) -> Spec | None:
+    """The spec ``hpo launch`` stored in the study; None for studies other tools created."""
+    raw = study.user_attrs.get(SPEC_ATTR)
+    return parse_stored(raw, study_name=study.study_name) if raw else None
+
+
+def require_spec(study: optuna.Study) -> Spec:
+    spec = stored_spec(study)
+    if spec is None:
+        raise HpoError(f"study {study.study_name!r} was not created by hpo launch (no spec stored in it)")
+    return spec
+
+
+def metric_of(study: optuna.Study) -> str:
+    """What this study's score is called (FID or classifier-FID)."""
+    spec = stored_spec(study)
+    return spec.score.metric_name if spec is not None else "FID"
+
+
+def n_trials_of(study: optuna.Study) -> int:
+    spec = stored_spec(study)
+    return spec.study.n_trials if spec is not None else len(study.get_trials(deepcopy=False))
+
+
+def load(storage: RDBStorage, name: str, where: str) -> optuna.Study:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        raise HpoError(f"no study named {name!r} in {where}; `hpo status` lists them") from None
+
+
+def _differences(existing: optuna.Study, spec: Spec) -> list[str]:
+    raw = existing.user_attrs.get(SPEC_ATTR)
+    if not raw:
+        return ["(no spec stored)"]
+    try:
+        old = stored_spec(existing)
+    except ConfigError:
+        return ["(the stored spec is from an incompatible version)"]
+    if old is not None and old.fingerprint() == spec.fingerprint():
+        return []
+    return changed_keys(comparable(json.loads(raw)), comparable(spec.to_dict())) or ["(format)"]
+
+
+def existing_study(spec: Spec, storage: RDBStorage, name: str) -> optuna.Study | None:
+    """The study to resume under ``name``, None when there is none; a different spec is refused,
+    naming the changed keys."""
+    try:
+        existing = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return None
+    diff = _differences(existing, spec)
+    if diff:
+        raise HpoError(
+            f"study {name!r} exists with a different spec (changed: {', '.join(diff)}); launch with "
+            f"--new-name NAME to start a new study, or restore the old values to resume it"
+        )
+    return existing
+
+
+def create_or_resume(spec: Spec, storage: RDBStorage, *, name: str | None = None) -> tuple[optuna.Study, bool]:
+    """Create the study (spec stored inside, baselines enqueued) or resume the same spec."""
+    name = name or spec.study.name
+    existing = existing_study(spec, storage, name)
+    spec_dict = spec.to_dict()
+    spec_dict["study"]["name"] = name
+    if existing is not None:
+        existing.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))  # n_trials may have grown
+        return existing, False
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        direction=spec.study.direction,
+        sampler=make_sampler(spec),
+        pruner=make_pruner(spec),
+    )
+    study.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))
+    study.set_user_attr(HASH_ATTR, spec.fingerprint())
+    study.set_user_attr("hpo_version", __version__)
+    for params in spec.baselines:
+        study.enqueue_trial(dict(params), user_attrs={"baseline": True})
+    return study, True
+
+
+@dataclass(frozen=True)
+class Progress:
+    complete: int
+    pruned: int
+    failed: int  # failures that were not retried
+    retried: int  # failed attempts whose retry is queued, running or done
+    running: int
+    waiting: int
+    slots: int  # trials counted against n_trials: every trial that is not a retry of another
+    n_trials: int
+    best: float | None
+
+    @property
+    def finished(self) -> int:
+        return self.complete + self.pruned + self.failed
+
+    @property
+    def done(self) -> bool:
+        return self.finished >= self.n_trials and self.running == 0 and self.waiting == 0
+
+
+def progress(study: optuna.Study, n_trials: int, trials: Sequence[FrozenTrial] | None = None) -> Progress:
+    trials = trials if trials is not None else study.get_trials(deepcopy=False)
+    retried = {t.system_attrs["failed_trial"] for t in trials if is_retry(t)}
+    retried |= {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+    states = [t.state for t in trials]
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    complete = [t.value for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    return Progress(
+        complete=len(complete),
+        pruned=states.count(TrialState.PRUNED),
+        failed=sum(1 for t in failed if t.number not in retried),
+        retried=sum(1 for t in failed if t.number in retried),
+        running=states.count(TrialState.RUNNING),
+        waiting=states.count(TrialState.WAITING),
+        slots=sum(1 for t in trials if not is_retry(t)),
+        n_trials=n_trials,
+        best=min(complete) if complete else None,
+    )

@@ -1,0 +1,80 @@
+"""What happened to a trial, said the same way everywhere (status, report, logs): its failure
+reason and what that reason means, its retries, and the retry callback that queues them."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial, TrialState
+
+REASONS = {
+    "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
+    "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
+    "pruned_by_successive_halving": "stopped by successive halving: not among the best at a rung",
+    "nan_loss": "the loss or gradient norm became NaN or infinite; lower lr or keep grad_clip",
+    "diverged": "the loss rose far above its running median; lower lr or add warm-up",
+    "oom": "out of GPU memory at this batch size; the worker carried on",
+    "worker_lost": "its worker stopped sending heartbeats (killed, preempted, host lost); a retry resumed it",
+    "worker_stopped": "its worker was stopped (SIGTERM, docker compose stop); a retry resumed it",
+    "invalid_config": "the drawn parameters break a rule (e.g. DDIM steps above T); see the error attribute",
+    "network_protocol": "the network factory breaks the protocol; see the error attribute",
+    "fid_not_finite": "the samples could not be scored (FID not finite)",
+    "error": "an unexpected error; see the trial's error attribute and the worker log",
+}
+# attributes that describe how a trial ended: a retry must not inherit them
+ENDING_ATTRS = ("fail_reason", "error", "stopped_at_kimg", "oom_batch_size")
+
+
+def explain(reason: str) -> str:
+    return REASONS.get(reason, "see the worker log")
+
+
+def fail_reason(t: FrozenTrial) -> str | None:
+    """Why a finished trial did not complete; None for complete, running and waiting trials."""
+    if t.state not in (TrialState.FAIL, TrialState.PRUNED):
+        return None
+    reason = t.user_attrs.get("fail_reason")
+    if reason:
+        return str(reason)
+    return "worker_lost" if t.state == TrialState.FAIL else "pruned_by_median"
+
+
+def is_retry(t: FrozenTrial) -> bool:
+    return "failed_trial" in t.system_attrs
+
+
+def root_number(t: FrozenTrial) -> int:
+    """The number of the first attempt: a trial and its retries share checkpoints and logs."""
+    root = t.system_attrs.get("failed_trial")
+    return int(root) if root is not None else t.number
+
+
+def retried_numbers(trials: Sequence[FrozenTrial]) -> dict[int, int]:
+    """{number of a failed attempt: number of the attempt that retried it}."""
+    out: dict[int, int] = {}
+    for t in trials:
+        history = list(t.system_attrs.get("retry_history", []))
+        if history:
+            out[int(history[-1])] = t.number
+    return out
+
+
+def current_attrs(t: FrozenTrial) -> dict[str, Any]:
+    """The user attributes that describe this attempt: a waiting retry shows none of its predecessor's."""
+    return {} if t.state == TrialState.WAITING else dict(t.user_attrs)
+
+
+class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
+    """Optuna's retry of a stale (or stopped) trial, without the attributes of how it ended."""
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        clean = copy.deepcopy(trial)
+        clean.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in ENDING_ATTRS}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            super().__call__(study, clean)

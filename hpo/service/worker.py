@@ -1,0 +1,281 @@
+"""``hpo worker``: pull trials from one study or from every unfinished study in the storage.
+
+Each trial runs inside ``study.optimize`` (heartbeats and stale-trial retries only work there),
+one trial per call, behind the start lock that keeps the study at exactly ``n_trials``. A reaper
+thread fails stale trials every heartbeat interval, so a dead worker's trial is retried within
+the grace period plus one interval even when no other worker asks for a new trial.
+SIGTERM: the running trial is failed and queued for retry (it resumes from its checkpoint), and
+the process exits cleanly. The caller learns that a study finished through ``on_study_done``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+
+import optuna
+
+from hpo.scoring.score import preflight
+from hpo.service.context import StudyContext
+from hpo.service.objective import TrialFailed, TrialLost, run_objective
+from hpo.service.startlock import StartLock
+from hpo.service.storage import Heartbeat, ResilientStorage, is_storage_error, open_storage, redact
+from hpo.service.study import SPEC_ATTR, load, make_pruner, make_sampler, progress, require_spec
+from hpo.spec.spec import Spec
+from hpo.tracking.external import check_trackers
+from hpo.training.data import load_data
+from hpo.training.runtime import resolve_device
+
+log = logging.getLogger("hpo.worker")
+REPORTED_ATTR = "hpo_report_written"
+
+
+class WorkerStopping(KeyboardInterrupt):
+    """Raised in the main thread by SIGTERM; Optuna fails the running trial, we queue its retry."""
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    url: str
+    study: str | None = None  # None: every unfinished study in the storage
+    max_trials: int | None = None  # exit after running this many trials
+    exit_when_idle: bool = False  # exit when no study has work left (else wait for new studies)
+    artifact_dir: Path = Path(".hpo/artifacts")
+    cache_dir: Path | None = None  # overrides each spec's data.cache_dir
+    worker_index: int = 0  # offsets the sampler seed
+    poll_seconds: float = 5.0
+    device: str = "auto"
+    threads: int | None = None  # torch CPU threads (local workers share the cores)
+
+
+Objective = Callable[[optuna.Trial, StudyContext, Callable[[], None]], float]
+OnStudyDone = Callable[[optuna.Study], None]
+
+
+class Worker:
+    def __init__(
+        self, opts: WorkerOptions, objective: Objective = run_objective, on_study_done: OnStudyDone | None = None
+    ) -> None:
+        self.opts = opts
+        self.objective = objective
+        self.on_study_done = on_study_done
+        self.device = resolve_device(opts.device)
+        self.contexts: dict[str, tuple[StudyContext, optuna.Study, ResilientStorage]] = {}
+        self.trials_run = 0
+        self.stopping = False
+        self.stop_acknowledged = False
+        self.in_trial = False
+        self.catalog = open_storage(opts.url)
+        self.reaper = Reaper(self)
+
+    def handle_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+        self.interrupt_trial(signum, frame)
+
+    def interrupt_trial(self, signum: int, frame: FrameType | None) -> None:
+        """Raise WorkerStopping in the running trial. An exception raised from a signal handler can
+        land where Python swallows it (a weakref callback, a __del__), so re-arm a timer (SIGALRM)
+        that raises again until the trial has acknowledged it."""
+        if self.in_trial and not self.stop_acknowledged:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            raise WorkerStopping
+
+    def acknowledge_stop(self) -> None:
+        self.stop_acknowledged = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def study_names(self) -> list[str]:
+        if self.opts.study is not None:
+            return [self.opts.study]
+        summaries = optuna.get_all_study_summaries(self.catalog, include_best_trial=False)
+        return sorted(s.study_name for s in summaries if SPEC_ATTR in s.user_attrs)
+
+    def context(self, name: str) -> tuple[StudyContext, optuna.Study, ResilientStorage]:
+        if name not in self.contexts:
+            spec = require_spec(load(self.catalog, name, redact(self.opts.url)))
+            self.contexts[name] = self._build(name, spec)
+        return self.contexts[name]
+
+    def _build(self, name: str, spec: Spec) -> tuple[StudyContext, optuna.Study, ResilientStorage]:
+        preflight(spec.score)
+        check_trackers(spec.tracking)
+        data_cfg = spec.data
+        if self.opts.cache_dir is not None:
+            data_cfg = replace(data_cfg, cache_dir=str(self.opts.cache_dir))
+        s = spec.study
+        storage = open_storage(
+            self.opts.url, Heartbeat(s.heartbeat_interval, s.grace_period, s.max_retries), outage_seconds=600
+        )
+        study = optuna.load_study(
+            study_name=name,
+            storage=storage,
+            sampler=make_sampler(spec, self.opts.worker_index),
+            pruner=make_pruner(spec),
+        )
+        ctx = StudyContext(
+            name, spec, load_data(data_cfg), self.device, self.opts.artifact_dir, data_cfg.cache_path, storage
+        )
+        return ctx, study, storage
+
+    def step(self, name: str) -> str:
+        """Run at most one trial of ``name``: 'ran', 'busy' (others still running) or 'done'."""
+        ctx, study, storage = self.context(name)
+        n_trials = ctx.spec.study.n_trials
+        lock = StartLock(self.opts.url, storage, name)
+        with lock:
+            p = progress(study, n_trials)
+            if p.waiting == 0 and p.slots >= n_trials:
+                return "done" if p.done else "busy"
+            self._optimize_one(study, ctx, lock, storage)
+        if self.on_study_done is not None:
+            with lock:
+                if progress(study, n_trials).done and not study.user_attrs.get(REPORTED_ATTR):
+                    study.set_user_attr(REPORTED_ATTR, True)
+                    self._study_done(study)
+        return "ran"
+
+    def _study_done(self, study: optuna.Study) -> None:
+        assert self.on_study_done is not None
+        try:
+            self.on_study_done(study)
+        except Exception:  # what the caller does with a finished study must never take a worker down
+            log.exception("the callback for finished study %s failed", study.study_name)
+
+    def _optimize_one(self, study: optuna.Study, ctx: StudyContext, lock: StartLock, storage: ResilientStorage) -> None:
+        number: list[int] = []
+
+        def objective(trial: optuna.Trial) -> float:
+            number.append(trial.number)
+            try:
+                return self.objective(trial, ctx, lock.release)
+            except WorkerStopping:
+                self.acknowledge_stop()
+                trial.set_user_attr("fail_reason", "worker_stopped")
+                raise
+            except (TrialFailed, TrialLost, optuna.TrialPruned):
+                raise
+            except Exception as err:
+                log.exception("trial %d failed", trial.number)
+                trial.set_user_attr("fail_reason", "error")
+                trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:500])
+                raise
+
+        self.in_trial = True
+        try:
+            # gc after a trial frees GPU memory held in cycles; on the CPU it only costs time
+            study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=self.device.type == "cuda")
+        except WorkerStopping:
+            self.acknowledge_stop()
+            self.in_trial = False
+            callback = storage.get_heartbeat_stale_trial_callback()
+            if number and callback is not None:
+                callback(study, storage.get_trial(_trial_id(study, number[0])))
+            log.info("stopped by SIGTERM: trial %s queued for retry", number[0] if number else "-")
+            return
+        except Exception as err:
+            if not (number and failed_elsewhere(study, number[0])):
+                raise
+            log.warning("trial %d was failed as stale while it ran (%s); its retry takes over", number[0], err)
+            return
+        finally:
+            self.in_trial = False
+        if number and storage.is_lost(_trial_id(study, number[0])):
+            log.warning(
+                "trial %d was failed as stale while it ran; stopped training it, its retry takes over", number[0]
+            )
+            return
+        self.trials_run += 1
+
+    def serve(self) -> int:
+        """Loop until done (``exit_when_idle``), ``max_trials`` reached, or SIGTERM."""
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, self.handle_sigterm) if main_thread else None
+        previous_alarm = signal.signal(signal.SIGALRM, self.interrupt_trial) if main_thread else None
+        self.reaper.start()
+        try:
+            while not self.stopping:
+                if self.opts.max_trials is not None and self.trials_run >= self.opts.max_trials:
+                    break
+                outcomes = self._round()
+                if outcomes is None or "ran" in outcomes.values():
+                    continue
+                if self.opts.exit_when_idle and all(o == "done" for o in outcomes.values()):
+                    break
+                time.sleep(self.opts.poll_seconds)
+        finally:
+            self.reaper.stop()
+            if main_thread:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGTERM, previous)
+                signal.signal(signal.SIGALRM, previous_alarm)
+        return self.trials_run
+
+    def _round(self) -> dict[str, str] | None:
+        """One look at every study (stopping after the first that ran a trial); None on an outage."""
+        outcomes: dict[str, str] = {}
+        try:
+            for name in self.study_names():
+                outcomes[name] = self.step(name)
+                if outcomes[name] == "ran" or self.stopping:
+                    break
+        except Exception as err:
+            if not is_storage_error(err):
+                raise
+            log.warning("storage unavailable (%s); retrying in %.0fs", type(err).__name__, self.opts.poll_seconds)
+            time.sleep(self.opts.poll_seconds)
+            return None
+        return outcomes
+
+
+class Reaper:
+    """Fails stale trials of the studies this worker knows, every heartbeat interval, whether or
+    not any worker asks for a new trial (Optuna looks only then)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="hpo-reaper", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+
+    def _loop(self) -> None:
+        while not self.halt.wait(self._interval()):
+            for _, study, _ in list(self.worker.contexts.values()):
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                        optuna.storages.fail_stale_trials(study)
+                except Exception as err:  # an outage: the next round tries again
+                    log.debug("stale-trial check of %s failed: %s", study.study_name, err)
+
+    def _interval(self) -> float:
+        intervals = [ctx.spec.study.heartbeat_interval for ctx, _, _ in list(self.worker.contexts.values())]
+        return float(min(intervals)) if intervals else 5.0
+
+
+def failed_elsewhere(study: optuna.Study, number: int) -> bool:
+    try:
+        return study._storage.get_trial(_trial_id(study, number)).state == optuna.trial.TrialState.FAIL
+    except Exception:  # the database may still be away
+        return True
+
+
+def _trial_id(study: optuna.Study, number: int) -> int:
+    return study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
+
+
+def run_worker(opts: WorkerOptions, on_study_done: OnStudyDone | None = None) -> int:
+    log.info("worker %d (pid %d) on %s, storage %s", opts.worker_index, os.getpid(), opts.device, redact(opts.url))
+    return Worker(opts, on_study_done=on_study_done).serve()

@@ -1,0 +1,57 @@
+"""Rules that tie settings together, each in one function that every caller uses: a single config
+(``TrainConfig``), a whole search space (``Spec``), and a trial's sampling combinations."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from hpo.errors import ConfigError
+
+# Study names become parts of paths and database keys: letters, digits, '.', '_', '-' only.
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+MAX_STUDY_NAME = 100
+
+
+def require(ok: bool, key: str, message: str) -> None:
+    """Validation where values enter: ``message`` should echo the offending value."""
+    if not ok:
+        raise ConfigError(key, message)
+
+
+def steps_in_budget(kimg: float, batch_size: int) -> int:
+    """Optimizer steps in a budget of ``kimg`` thousand images (at least one)."""
+    return max(1, math.ceil(kimg * 1000 / batch_size))
+
+
+def check_budget(kimg: float, batch_size: int, num_evals: int, *, key: str = "kimg") -> None:
+    """The budget must hold at least one optimizer step per evaluation point."""
+    steps = steps_in_budget(kimg, batch_size)
+    require(
+        steps >= num_evals,
+        key,
+        f"budget of {kimg:g} kimg at batch_size={batch_size} is {steps} steps, fewer than num_evals={num_evals}; "
+        "raise kimg or lower num_evals",
+    )
+
+
+def check_ddim_steps(steps: int, timesteps: int, *, key: str = "ddim_steps") -> None:
+    """DDIM visits a subset of the T training timesteps."""
+    require(
+        steps <= timesteps,
+        key,
+        f"up to {steps} DDIM steps but timesteps can be as low as {timesteps}; DDIM visits a subset of the "
+        "T steps, so keep ddim_steps <= timesteps",
+    )
+
+
+def check_study_name(name: str, *, key: str = "study.name") -> None:
+    """Names a user chooses: a safe set, so that no name decides where files go."""
+    if len(name) > MAX_STUDY_NAME:
+        raise ConfigError(key, f"is {len(name)} characters long; use at most {MAX_STUDY_NAME}")
+    if not STUDY_NAME.fullmatch(name):
+        raise ConfigError(
+            key,
+            f"{name!r} is not a safe study name; use letters, digits, '.', '_' and '-' only, starting with a "
+            "letter or digit (e.g. bikes-64)",
+        )

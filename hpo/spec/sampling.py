@@ -1,0 +1,137 @@
+"""How a trained model is sampled, apart from how it is trained.
+
+:class:`SamplingConfig` is one combination (guidance scale, DDIM steps, η): generation and scoring
+use it, the trainer never sees it. :class:`SamplingSweep` is a spec's ``sampling:`` section: the
+values of each setting that every trained model is scored at, so that these three are bought at
+sampling price instead of a full training run each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, get_type_hints
+
+from hpo.errors import ConfigError
+from hpo.spec.rules import require
+from hpo.spec.typed import check_keys, coerce
+
+MAX_COMBINATIONS = 256
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    guidance_scale: float = 1.0  # classifier-free guidance w; 1 = the conditional model alone
+    ddim_steps: int = 50  # DDIM steps (trailing spacing)
+    eta: float = 0.0  # 0 = deterministic DDIM, 1 = DDPM-like noise
+
+    def __post_init__(self) -> None:
+        require(
+            0.0 <= self.guidance_scale <= 100.0, "guidance_scale", f"must be in [0, 100], got {self.guidance_scale}"
+        )
+        require(1 <= self.ddim_steps <= 10_000, "ddim_steps", f"must be in [1, 10000], got {self.ddim_steps}")
+        require(0.0 <= self.eta <= 1.0, "eta", f"must be in [0, 1], got {self.eta}")
+
+    @property
+    def label(self) -> str:
+        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"guidance_scale": self.guidance_scale, "ddim_steps": self.ddim_steps, "eta": self.eta}
+
+
+SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingConfig))
+SWEEP_KEYS = (*SAMPLING_FIELDS, "screen_samples", "rescore_top")
+
+
+@dataclass(frozen=True)
+class SamplingSweep:
+    guidance_scale: tuple[float, ...] = (1.0,)  # values scored on every trained model
+    ddim_steps: tuple[int, ...] = (50,)
+    eta: tuple[float, ...] = (0.0,)
+    screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
+    rescore_top: int = 2  # ... re-score the best few with score.num_samples (the trial's value)
+
+    def values(self, name: str) -> tuple[Any, ...]:
+        values: tuple[Any, ...] = getattr(self, name)
+        return values
+
+    def combinations(self, fixed: Mapping[str, Any] | None = None) -> list[SamplingConfig]:
+        """Every combination; a setting in ``fixed`` (a trial's searched value) replaces its axis."""
+        fixed = fixed or {}
+        axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
+        return [SamplingConfig(g, int(s), e) for g, s, e in itertools.product(*axes)]
+
+    def preview(self, fixed: Mapping[str, Any] | None = None) -> SamplingConfig:
+        """The combination used for grids while training: the median guidance and DDIM steps, least η."""
+        combos = self.combinations(fixed)
+        scales = sorted({c.guidance_scale for c in combos})
+        steps = sorted({c.ddim_steps for c in combos})
+        median = (len(scales) - 1) // 2, (len(steps) - 1) // 2
+        return SamplingConfig(scales[median[0]], steps[median[1]], min(c.eta for c in combos))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+
+
+def build_sweep(raw: Any, path: str = "sampling") -> SamplingSweep:
+    """A ``sampling:`` section: each setting a value, a list of values, or {low, high, count, log?}."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(path, f"expected a mapping of sampling settings ({', '.join(SWEEP_KEYS)}), got {raw!r}")
+    check_keys(raw, SWEEP_KEYS, path)
+    hints = get_type_hints(SamplingConfig)
+    kwargs: dict[str, Any] = {}
+    for name in SAMPLING_FIELDS:
+        if name in raw:
+            kwargs[name] = axis_values(raw[name], hints[name], f"{path}.{name}")
+            for i, value in enumerate(kwargs[name]):
+                try:
+                    SamplingConfig(**{name: value})
+                except ConfigError as err:
+                    raise ConfigError(f"{path}.{name}[{i}]", err.message) from None
+    for name in ("screen_samples", "rescore_top"):
+        if name in raw:
+            kwargs[name] = coerce(raw[name], int, f"{path}.{name}")
+    sweep = SamplingSweep(**kwargs)
+    require(sweep.screen_samples >= 0, f"{path}.screen_samples", f"must be >= 0, got {sweep.screen_samples}")
+    require(sweep.rescore_top >= 1, f"{path}.rescore_top", f"must be at least 1, got {sweep.rescore_top}")
+    n = len(sweep.combinations())
+    require(n <= MAX_COMBINATIONS, path, f"{n} combinations; keep at most {MAX_COMBINATIONS}")
+    return sweep
+
+
+def axis_values(raw: Any, kind: type, path: str) -> tuple[Any, ...]:
+    if isinstance(raw, Mapping):
+        return _range_values(raw, kind, path)
+    items: Sequence[Any] = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise ConfigError(path, "must list at least one value")
+    values = tuple(coerce(v, kind, f"{path}[{i}]") for i, v in enumerate(items))
+    if len(set(values)) != len(values):
+        raise ConfigError(path, f"has duplicates: {list(values)}")
+    return values
+
+
+def _range_values(raw: Mapping[str, Any], kind: type, path: str) -> tuple[Any, ...]:
+    check_keys(raw, ("low", "high", "count", "log"), path)
+    missing = [k for k in ("low", "high", "count") if k not in raw]
+    if missing:
+        raise ConfigError(path, f"a range needs low, high and count (missing {', '.join(missing)})")
+    low, high = coerce(raw["low"], float, f"{path}.low"), coerce(raw["high"], float, f"{path}.high")
+    count, log = coerce(raw["count"], int, f"{path}.count"), coerce(raw.get("log", False), bool, f"{path}.log")
+    require(low <= high, f"{path}.low", f"low={low:g} is greater than high={high:g}")
+    require(1 <= count <= 64, f"{path}.count", f"must be in [1, 64], got {count}")
+    require(not log or low > 0, f"{path}.low", f"log=true needs low > 0, got low={low:g}")
+    if count == 1:
+        points = [low]
+    elif log:
+        points = [math.exp(math.log(low) + i * (math.log(high) - math.log(low)) / (count - 1)) for i in range(count)]
+    else:
+        points = [low + i * (high - low) / (count - 1) for i in range(count)]
+    if kind is int:
+        return tuple(dict.fromkeys(round(p) for p in points))
+    return tuple(round(p, 6) for p in points)

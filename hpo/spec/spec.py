@@ -1,0 +1,342 @@
+"""A search-space spec as a validated, frozen :class:`Spec`, built from a plain mapping (a YAML
+file read by :mod:`hpo.spec.loading`, or the JSON stored in a study by :func:`parse_stored`).
+
+Every error names the dotted key path and says what to write instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_type_hints
+
+from hpo.errors import ConfigError
+from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig
+from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
+from hpo.spec.rules import check_budget, check_ddim_steps, check_study_name, require
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
+from hpo.spec.typed import build, check_keys, coerce, suggest, to_plain
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    name: str = "hpo-study"  # Optuna study name: letters, digits, '.', '_', '-'; the spec is stored in it
+    direction: Literal["minimize"] = "minimize"  # FID is minimised
+    n_trials: int = 20  # finished trials (complete, pruned or failed) after which the study is done
+    max_retries: int = 2  # re-runs of a trial whose worker died (heartbeat went stale)
+    heartbeat_interval: int = 30  # seconds between a running trial's heartbeats
+    grace_period: int | None = None  # seconds without a heartbeat before a trial is stale (2× interval)
+
+    def __post_init__(self) -> None:
+        check_study_name(self.name, key="name")
+        require(1 <= self.n_trials <= 100_000, "n_trials", f"must be in [1, 100000], got {self.n_trials}")
+        require(0 <= self.max_retries <= 100, "max_retries", f"must be in [0, 100], got {self.max_retries}")
+        require(
+            1 <= self.heartbeat_interval <= 3600,
+            "heartbeat_interval",
+            f"must be in [1, 3600] seconds, got {self.heartbeat_interval}",
+        )
+        if self.grace_period is not None:
+            require(
+                2 * self.heartbeat_interval <= self.grace_period <= 86_400,
+                "grace_period",
+                f"must be at least 2 × heartbeat_interval ({2 * self.heartbeat_interval} s) and at most 86400, "
+                f"got {self.grace_period}",
+            )
+
+    @property
+    def grace_seconds(self) -> int:
+        return self.grace_period if self.grace_period is not None else 2 * self.heartbeat_interval
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    name: Literal["tpe", "random", "grid"] = "tpe"
+    seed: int | None = None  # each worker adds its own offset; None = fresh randomness
+    n_startup_trials: int = 5  # TPE: random trials before modelling
+
+    def __post_init__(self) -> None:
+        require(0 <= self.n_startup_trials <= 10_000, "n_startup_trials", f"must be >= 0, got {self.n_startup_trials}")
+
+
+@dataclass(frozen=True)
+class PrunerSettings:
+    name: Literal["median", "hyperband", "successive_halving", "none"] = "median"
+    startup_trials: int = 4  # median: complete trials before pruning starts
+    warmup_evals: int = 1  # median: evaluation points of each trial never pruned
+    min_resource: int = 1  # hyperband / successive_halving: evaluation points every trial gets
+    reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each rung
+
+    def __post_init__(self) -> None:
+        require(self.startup_trials >= 0, "startup_trials", f"must be >= 0, got {self.startup_trials}")
+        require(self.warmup_evals >= 0, "warmup_evals", f"must be >= 0, got {self.warmup_evals}")
+        require(self.min_resource >= 1, "min_resource", f"must be at least 1, got {self.min_resource}")
+        require(self.reduction_factor >= 2, "reduction_factor", f"must be at least 2, got {self.reduction_factor}")
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    project: str  # W&B project; one run per trial, grouped by study
+    entity: str | None = None  # team or user; None = the logged-in default
+    mode: Literal["online", "offline"] = "online"  # offline writes runs locally (wandb sync uploads them)
+
+
+@dataclass(frozen=True)
+class MlflowSettings:
+    tracking_uri: str  # e.g. file:./mlruns or http://mlflow:5000
+    experiment: str | None = None  # None = the study name
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    tensorboard: bool = True  # event logs per trial in the artifact store (hpo tensorboard serves them)
+    wandb: WandbSettings | None = None  # Weights & Biases (extra: pip install 'hpo[wandb]')
+    mlflow: MlflowSettings | None = None  # MLflow (extra: pip install 'hpo[mlflow]')
+
+
+SECTIONS = ("study", "data", "train", "sampling", "score", "sampler", "pruner", "tracking", "search", "baselines")
+TRAIN_TYPES = get_type_hints(TrainConfig)
+SAMPLING_TYPES = get_type_hints(SamplingConfig)
+LEGACY_SAMPLING = {"guidance_scale": "guidance_scale", "ddim_steps": "ddim_steps", "ddim_eta": "eta"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    study: StudySettings
+    data: DataConfig
+    train: TrainConfig  # fixed settings; searched parameters override them per trial
+    sampling: SamplingSweep  # sampling combinations scored on every trained model
+    score: ScoreConfig
+    sampler: SamplerSettings
+    pruner: PrunerSettings
+    tracking: TrackingSettings
+    search: Mapping[str, Param]
+    baselines: tuple[Mapping[str, Any], ...]
+    file: str = "<spec>"
+
+    def split_params(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A trial's parameters → (training parameters, sampling parameters)."""
+        train = {k: v for k, v in params.items() if k not in SAMPLING_FIELDS}
+        return train, {k: v for k, v in params.items() if k in SAMPLING_FIELDS}
+
+    def train_config(self, params: Mapping[str, Any]) -> TrainConfig:
+        """The fixed settings with training ``params`` applied (``network.NAME`` sets a factory
+        keyword); invalid combinations are ConfigErrors naming ``train.KEY``."""
+        plain = {k: v for k, v in params.items() if not k.startswith("network.")}
+        check_keys(plain, list(TRAIN_TYPES), "train")
+        typed: dict[str, Any] = {k: coerce(v, TRAIN_TYPES[k], f"train.{k}") for k, v in plain.items()}
+        kwargs = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith("network.")}
+        if kwargs:
+            net = typed.get("network", self.train.network)
+            typed["network"] = dataclasses.replace(net, kwargs={**net.kwargs, **kwargs})
+        try:
+            return self.train.replace(**typed)
+        except ConfigError as err:
+            raise ConfigError(f"train.{err.key}", f"{err.message} (parameters {dict(params)})") from None
+
+    def sampling_combinations(self, cfg: TrainConfig, params: Mapping[str, Any]) -> list[SamplingConfig]:
+        """The combinations one trained model is scored at; ``params`` fix searched sampling settings."""
+        combos = self.sampling.combinations(params)
+        check_ddim_steps(max(c.ddim_steps for c in combos), cfg.timesteps, key="sampling.ddim_steps")
+        return combos
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {s: to_plain(getattr(self, s)) for s in ("study", "data", "train", "score", "sampler", "pruner")}
+        out["sampling"] = {k: v for k, v in self.sampling.to_dict().items() if k not in self.search}
+        out["tracking"] = to_plain(self.tracking)
+        out["search"] = {name: {"type": p.kind, **to_plain(p)} for name, p in self.search.items()}
+        out["baselines"] = [dict(b) for b in self.baselines]
+        return out
+
+    def fingerprint(self) -> str:
+        """Hash of everything that defines the study's trials (``study.n_trials`` may grow)."""
+        return hashlib.sha256(json.dumps(comparable(self.to_dict()), sort_keys=True).encode()).hexdigest()
+
+
+def comparable(spec: dict[str, Any]) -> dict[str, Any]:
+    return {**spec, "study": {k: v for k, v in spec["study"].items() if k != "n_trials"}}
+
+
+def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths whose values differ between two plain spec dicts."""
+    out: list[str] = []
+    for key in sorted(set(old) | set(new)):
+        path = f"{prefix}.{key}" if prefix else str(key)
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += changed_keys(a, b, path)
+        elif a != b:
+            out.append(path)
+    return out
+
+
+def parse_stored(text: str, *, study_name: str) -> Spec:
+    """The one parser of a spec stored in a study (by any version of ``hpo launch``)."""
+    return spec_from_dict(json.loads(text), file=f"study {study_name}")
+
+
+def migrate_legacy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Specs written before sampling had its own section kept guidance, DDIM steps and η in train."""
+    out = dict(raw)
+    train = out.get("train")
+    if isinstance(train, Mapping) and any(k in train for k in LEGACY_SAMPLING):
+        sampling = dict(out.get("sampling") or {})
+        for old, new in LEGACY_SAMPLING.items():
+            if old in train:
+                sampling.setdefault(new, train[old])
+        out["train"] = {k: v for k, v in train.items() if k not in LEGACY_SAMPLING}
+        out["sampling"] = sampling
+    search = out.get("search")
+    if isinstance(search, Mapping) and "ddim_eta" in search:
+        out["search"] = {("eta" if k == "ddim_eta" else k): v for k, v in search.items()}
+    return out
+
+
+def spec_from_dict(raw: Mapping[str, Any], *, file: str = "<spec>") -> Spec:
+    check_keys(raw, SECTIONS, "")
+    raw = migrate_legacy(raw)
+    train = build(TrainConfig, raw.get("train"), "train")
+    search = build_search(raw.get("search") or {}, train)
+    sampling = build_sweep(raw.get("sampling"))
+    swept = raw.get("sampling") or {}
+    for name in (n for n in SAMPLING_FIELDS if n in search and n in swept):
+        raise ConfigError(
+            f"search.{name}",
+            f"is also listed under sampling.{name}; keep it in one place (sampling: scored on every trained "
+            "model at no training cost)",
+        )
+    spec = Spec(
+        study=build(StudySettings, raw.get("study"), "study"),
+        data=build(DataConfig, raw.get("data"), "data"),
+        train=train,
+        sampling=sampling,
+        score=build(ScoreConfig, raw.get("score"), "score"),
+        sampler=build(SamplerSettings, raw.get("sampler"), "sampler"),
+        pruner=build(PrunerSettings, raw.get("pruner"), "pruner"),
+        tracking=build(TrackingSettings, raw.get("tracking"), "tracking"),
+        search=search,
+        baselines=build_baselines(raw.get("baselines") or [], search),
+        file=file,
+    )
+    check_consistency(spec)
+    return spec
+
+
+def param_type(name: str, train: TrainConfig) -> Any:
+    """The type a searched parameter must have, or a ConfigError naming the valid names."""
+    if name in TRAIN_TYPES and name != "network":
+        return TRAIN_TYPES[name]
+    if name in SAMPLING_TYPES:
+        return SAMPLING_TYPES[name]
+    if name.startswith("network.") and len(name) > len("network."):
+        if train.network.factory == "builtin":
+            raise ConfigError(
+                f"search.{name}",
+                "the builtin UNet takes no factory keywords; search its train fields (base_channels, ...) "
+                "or set train.network.factory",
+            )
+        return Any
+    names = [n for n in [*TRAIN_TYPES, *SAMPLING_TYPES] if n != "network"]
+    raise ConfigError(f"search.{name}", f"not a trainer or sampling setting{suggest(str(name), names)}")
+
+
+def build_search(raw: Any, train: TrainConfig) -> dict[str, Param]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("search", "expected a mapping of parameter name → {type: float|int|categorical, ...}")
+    out: dict[str, Param] = {}
+    for name, body in raw.items():
+        kind = param_type(str(name), train)
+        out[name] = param = build_param(body, f"search.{name}")
+        if isinstance(param, CategoricalParam):
+            for i, choice in enumerate(param.choices):
+                coerce(choice, kind, f"search.{name}.choices[{i}]")
+        for value in candidates(param):
+            check_field_value(str(name), value, train, f"search.{name}")
+    return out
+
+
+def check_field_value(name: str, value: Any, train: TrainConfig, path: str) -> None:
+    """A searched value must pass its own setting's validation (cross-field rules come later)."""
+    if name.startswith("network."):
+        return
+    try:
+        if name in SAMPLING_TYPES:
+            SamplingConfig(**{name: coerce(value, SAMPLING_TYPES[name], path)})
+        else:
+            train.replace(**{name: coerce(value, TRAIN_TYPES[name], path)})
+    except ConfigError as err:
+        if err.key == name:
+            raise ConfigError(path, f"{value!r}: {err.message}") from None
+
+
+def build_baselines(raw: Any, search: Mapping[str, Param]) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(raw, list):
+        raise ConfigError("baselines", "expected a list of {parameter: value} mappings")
+    out = []
+    for i, item in enumerate(raw):
+        path = f"baselines[{i}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(path, f"expected a mapping of parameter values, got {item!r}")
+        check_keys(item, list(search), path)
+        missing = [name for name in search if name not in item]
+        if missing:
+            raise ConfigError(path, f"missing value for searched parameter(s) {', '.join(missing)}")
+        for name, value in item.items():
+            kind = TRAIN_TYPES.get(name) or SAMPLING_TYPES.get(name) or Any
+            coerce(value, kind, f"{path}.{name}")
+            search[name].check_contains(value, f"{path}.{name}")
+        out.append(dict(item))
+    return tuple(out)
+
+
+def sampling_bounds(spec: Spec, name: str) -> tuple[Any, Any]:
+    """(smallest, largest) value a sampling setting takes across trials and combinations."""
+    if name in spec.search:
+        return param_bounds(spec.search[name], None)
+    values = spec.sampling.values(name)
+    return min(values), max(values)
+
+
+def check_consistency(spec: Spec) -> None:
+    """Cross-field rules that no single section can check alone."""
+    lo_T, _ = param_bounds(spec.search.get("timesteps"), spec.train.timesteps)
+    _, hi_steps = sampling_bounds(spec, "ddim_steps")
+    check_ddim_steps(hi_steps, lo_T, key="search.ddim_steps" if "ddim_steps" in spec.search else "sampling.ddim_steps")
+    check_guidance(spec)
+    _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
+    lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
+    check_budget(lo_kimg, hi_batch, spec.train.num_evals, key="train.kimg")
+    if spec.train.network.factory == "builtin":
+        levels = len(spec.train.channel_mult) - 1
+        require(
+            spec.data.image_size % (2**levels) == 0,
+            "data.image_size",
+            f"{spec.data.image_size} is not divisible by 2^{levels} (channel_mult has {levels + 1} levels); "
+            f"pick a multiple of {2**levels}",
+        )
+    if spec.sampler.name == "grid":
+        for name, p in spec.search.items():
+            p.grid_values(f"search.{name}")
+
+
+def check_guidance(spec: Spec) -> None:
+    """Classifier-free guidance needs a conditional model whose null class was trained."""
+    lo, hi = sampling_bounds(spec, "guidance_scale")
+    if lo == hi == 1.0:
+        return
+    key = "search.guidance_scale" if "guidance_scale" in spec.search else "sampling.guidance_scale"
+    require(
+        spec.train.conditional,
+        key,
+        "guidance other than 1, but train.conditional is false: classifier-free guidance needs a "
+        "class-conditional model; set conditional: true or keep guidance_scale at 1",
+    )
+    require(
+        spec.train.p_uncond > 0.0 or "p_uncond" in spec.search,
+        key,
+        "guidance other than 1, but train.p_uncond is 0: the null class is never trained, so guidance has "
+        "nothing to push against; set p_uncond to 0.1-0.2",
+    )

@@ -1,0 +1,221 @@
+"""Image data: sources, a seeded train/validation split, and an on-disk cache of uint8 tensors.
+
+Images are stored as uint8 (N, C, H, W) and mapped to the model's [-1, 1] range only on the fly
+(:func:`to_model_range`); :func:`to_uint8` is the one way back, used for grids and FID.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from hpo.errors import DataError
+from hpo.spec.config import DataConfig
+from hpo.training.checkpoint import atomic_save
+from hpo.training.images import UnreadableImage, open_rgb
+from hpo.training.shapes import render_shapes
+
+log = logging.getLogger("hpo.data")
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
+MIN_IMAGES = 10
+CACHE_VERSION = 2
+
+
+@dataclass(frozen=True, eq=False)
+class ImageData:
+    train_images: torch.Tensor  # uint8 (N, C, H, W)
+    train_labels: torch.Tensor  # int64 (N,)
+    val_images: torch.Tensor
+    val_labels: torch.Tensor
+    class_names: tuple[str, ...]
+    key: str  # identifies source content + preprocessing + split, for caches of derived data
+    skipped: tuple[tuple[str, str], ...] = ()  # (file, reason) of source files that could not be used
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def channels(self) -> int:
+        return int(self.train_images.shape[1])
+
+    @property
+    def image_size(self) -> int:
+        return int(self.train_images.shape[-1])
+
+    def to(self, device: torch.device | str) -> ImageData:
+        return replace(
+            self,
+            train_images=self.train_images.to(device),
+            train_labels=self.train_labels.to(device),
+            val_images=self.val_images.to(device),
+            val_labels=self.val_labels.to(device),
+        )
+
+    def class_frequencies(self) -> torch.Tensor:
+        counts = torch.bincount(self.train_labels.cpu(), minlength=self.num_classes).double()
+        return counts / counts.sum()
+
+
+def to_model_range(images: torch.Tensor) -> torch.Tensor:
+    """uint8 [0, 255] → float32 [-1, 1]."""
+    return images.float() / 127.5 - 1.0
+
+
+def to_uint8(x: torch.Tensor) -> torch.Tensor:
+    """Model output in [-1, 1] → uint8 [0, 255] (rounded, clipped)."""
+    return ((x.float().clamp(-1.0, 1.0) + 1.0) * 127.5).round().to(torch.uint8)
+
+
+def load_data(cfg: DataConfig) -> ImageData:
+    """Load, preprocess (once, cached on disk) and split the configured images."""
+    fingerprint = source_fingerprint(cfg)
+    options = {k: getattr(cfg, k) for k in ("image_size", "val_fraction", "split_seed", "max_images")}
+    key = hashlib.sha256(json.dumps([CACHE_VERSION, fingerprint, options], sort_keys=True).encode()).hexdigest()[:16]
+    cache = cfg.cache_path / f"data-{key}.pt"
+    if cache.exists():
+        blob = torch.load(cache, weights_only=True)
+        names, skipped = tuple(blob.pop("class_names")), tuple(tuple(s) for s in blob.pop("skipped"))
+        return ImageData(class_names=names, key=key, skipped=skipped, **blob)
+    images, labels, names, skipped = read_source(cfg)
+    data = replace(split(images, labels, names, cfg, key), skipped=skipped)
+    atomic_save(
+        {
+            "train_images": data.train_images,
+            "train_labels": data.train_labels,
+            "val_images": data.val_images,
+            "val_labels": data.val_labels,
+            "class_names": list(names),
+            "skipped": [list(s) for s in skipped],
+        },
+        cache,
+    )
+    return data
+
+
+def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cfg: DataConfig, key: str) -> ImageData:
+    n = images.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.split_seed))
+    if cfg.max_images is not None:
+        order = order[: cfg.max_images]
+        n = order.shape[0]
+    where = cfg.path or cfg.source
+    if n < MIN_IMAGES:
+        raise DataError(f"{where}: only {n} images; need at least {MIN_IMAGES} to split into training and validation")
+    n_val = min(n - 1, max(1, round(n * cfg.val_fraction)))
+    val, train = order[:n_val], order[n_val:]
+    return ImageData(images[train], labels[train], images[val], labels[val], names, key)
+
+
+def source_fingerprint(cfg: DataConfig) -> list[object]:
+    """Cheap identity of the source content: file names, sizes and mtimes for folders."""
+    if cfg.source == "folder":
+        files = list_images(Path(cfg.path or ""))
+        root = Path(cfg.path or "")
+        return ["folder", [(str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files]]
+    if cfg.source == "shapes":
+        return ["shapes", cfg.num_images, cfg.split_seed]
+    return [cfg.source, cfg.path]
+
+
+Source = tuple[torch.Tensor, torch.Tensor, tuple[str, ...], tuple[tuple[str, str], ...]]
+
+
+def read_source(cfg: DataConfig) -> Source:
+    """(images, labels, class names, skipped files with reasons)."""
+    if cfg.source == "digits":
+        return (*read_digits(cfg.image_size), ())
+    if cfg.source == "shapes":
+        images, labels, names = render_shapes(cfg.num_images, cfg.image_size, seed=cfg.split_seed)
+        return torch.from_numpy(images), torch.from_numpy(labels), names, ()
+    if cfg.source == "folder":
+        return read_folder(Path(cfg.path or ""), cfg.image_size)
+    if cfg.source.startswith("torchvision:"):
+        from hpo.training.torchvision_data import read_torchvision
+
+        return (*read_torchvision(cfg.source.split(":", 1)[1], Path(cfg.path or "data"), cfg.image_size), ())
+    raise DataError(f"unknown data source {cfg.source!r}; expected folder, digits, shapes or torchvision:NAME")
+
+
+def read_digits(size: int) -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
+    """scikit-learn's bundled handwritten digits (1 797 images, 8×8, 10 classes), upscaled."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    raw = np.clip(digits.images * (255.0 / 16.0), 0, 255).astype(np.uint8)
+    resized = np.stack([np.asarray(Image.fromarray(im).resize((size, size), Image.Resampling.BICUBIC)) for im in raw])
+    return (
+        torch.from_numpy(resized)[:, None].contiguous(),
+        torch.from_numpy(digits.target.astype(np.int64)),
+        tuple(str(i) for i in range(10)),
+    )
+
+
+def list_images(root: Path) -> list[Path]:
+    if not root.is_dir():
+        raise DataError(f"{root}: image folder not found; set data.path to a folder of images")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise DataError(f"{root}: no images ({', '.join(IMAGE_SUFFIXES)}) in this folder or below")
+    return files
+
+
+def folder_classes(root: Path, files: list[Path]) -> tuple[list[Path], list[int], tuple[str, ...]]:
+    """Subfolders are classes when there are several; otherwise everything is one class."""
+    tops = sorted({p.relative_to(root).parts[0] for p in files if len(p.relative_to(root).parts) > 1})
+    if len(tops) < 2:
+        return files, [0] * len(files), (root.name or "images",)
+    kept = [p for p in files if len(p.relative_to(root).parts) > 1]
+    if len(kept) < len(files):
+        log.warning("%s: ignoring %d images outside the class subfolders", root, len(files) - len(kept))
+    index = {name: i for i, name in enumerate(tops)}
+    return kept, [index[p.relative_to(root).parts[0]] for p in kept], tuple(tops)
+
+
+def load_image(path: Path, size: int) -> tuple[np.ndarray, bool]:
+    """RGB uint8 (3, size, size) after resize + centre crop, and whether the source was smaller.
+    Raises UnreadableImage (with the reason) for a file that cannot be used."""
+    img = open_rgb(path)
+    small = min(img.size) < size
+    scale = size / min(img.size)
+    w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
+    img = img.resize((w, h), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    left, top = (w - size) // 2, (h - size) // 2
+    img = img.crop((left, top, left + size, top + size))
+    return np.asarray(img).transpose(2, 0, 1).copy(), small
+
+
+def try_load(path: Path, size: int) -> tuple[np.ndarray, bool] | str:
+    try:
+        return load_image(path, size)
+    except UnreadableImage as err:
+        return str(err)
+
+
+def read_folder(root: Path, size: int) -> Source:
+    files, labels, names = folder_classes(root, list_images(root))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        loaded = list(pool.map(lambda p: try_load(p, size), files))
+    bad = tuple((str(p), r) for p, r in zip(files, loaded, strict=True) if isinstance(r, str))
+    good = [(r, lab) for r, lab in zip(loaded, labels, strict=True) if not isinstance(r, str)]
+    if len(bad) * 2 > len(files):
+        raise DataError(
+            f"{root}: {len(bad)} of {len(files)} images are unreadable (first: {bad[0][0]}, {bad[0][1]}); check them"
+        )
+    if bad:
+        log.warning("%s: skipped %d unreadable image(s), first: %s (%s)", root, len(bad), *bad[0])
+    small = sum(1 for (_, was_small), _ in good if was_small)
+    if small:
+        log.warning("%s: %d image(s) are smaller than image_size=%d and were upscaled", root, small, size)
+    images = torch.from_numpy(np.stack([im for (im, _), _ in good]))
+    return images, torch.tensor([lab for _, lab in good], dtype=torch.int64), names, bad

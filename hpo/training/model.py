@@ -1,0 +1,98 @@
+"""The network of a run, built for its data: our UNet, diffusers' ``UNet2DModel``, or a user
+factory named ``package.module:function`` (checked against :mod:`hpo.diffusion.network`'s protocol
+before any training). :class:`DiffusionModel` bundles what sampling needs from trained weights.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from hpo.diffusion.network import NetInfo, ProtocolError, check_protocol
+from hpo.diffusion.schedule import NoiseSchedule
+from hpo.diffusion.unet import UNet, UNetConfig
+from hpo.errors import HpoError
+from hpo.spec.config import TrainConfig
+from hpo.training.data import ImageData
+
+
+@dataclass(frozen=True, eq=False)
+class DiffusionModel:
+    """Trained weights and what it takes to sample from them."""
+
+    net: nn.Module
+    info: NetInfo
+    schedule: NoiseSchedule
+    prediction: str
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+
+def net_info(cfg: TrainConfig, data: ImageData) -> NetInfo:
+    """Conditional on the class when asked for and the data has several classes."""
+    classes = data.num_classes if cfg.conditional and data.num_classes > 1 else 0
+    return NetInfo(data.channels, data.image_size, classes)
+
+
+def build_network(cfg: TrainConfig, data: ImageData) -> tuple[nn.Module, NetInfo]:
+    info = net_info(cfg, data)
+    factory = cfg.network.factory
+    if factory == "builtin":
+        return builtin_unet(cfg, info), info
+    build = resolve_factory(factory)
+    try:
+        net = build(
+            channels=info.channels, image_size=info.image_size, num_classes=info.num_classes, **cfg.network.kwargs
+        )
+    except TypeError as err:
+        raise ProtocolError(
+            f"network factory {factory} cannot be called as f(channels=, image_size=, num_classes=, **kwargs): {err}"
+        ) from None
+    check_protocol(net, info, name=factory)
+    return net, info
+
+
+def builtin_unet(cfg: TrainConfig, info: NetInfo) -> UNet:
+    return UNet(
+        UNetConfig(
+            in_channels=info.channels,
+            base_channels=cfg.base_channels,
+            channel_mult=cfg.channel_mult,
+            num_res_blocks=cfg.num_res_blocks,
+            attention_resolutions=cfg.attention_resolutions,
+            dropout=cfg.dropout,
+            num_classes=info.num_classes,
+            image_size=info.image_size,
+        )
+    )
+
+
+def resolve_factory(name: str) -> Callable[..., Any]:
+    """``diffusers`` or ``package.module:function``, imported from the worker's Python path."""
+    if name == "diffusers":
+        from hpo.training.diffusers_net import diffusers_unet
+
+        return diffusers_unet
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise HpoError(
+            f"network factory {name}: cannot import {module_name} ({err}); install it in the worker's environment "
+            "or add its folder to PYTHONPATH"
+        ) from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise HpoError(f"network factory {name}: {module_name} has no function {attr!r}")
+    return factory
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

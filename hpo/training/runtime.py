@@ -1,0 +1,68 @@
+"""Device selection and the small context managers that own runtime resources."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from hpo.errors import HpoError
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → the current CUDA device when present, else CPU; anything else is checked."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise HpoError(f"unknown device {name!r}; expected auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise HpoError(f"device {name!r} requested but CUDA is not available on this machine; use device: auto")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise HpoError(f"device {name!r}: this machine has {torch.cuda.device_count()} GPU(s)")
+    return device
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Switch to eval mode for the block, restoring the previous mode after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager[object]:
+    """bf16 autocast on CUDA (fp16 attention overflows into NaN); nothing on the CPU."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+
+
+def release_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def set_threads(threads: int | None) -> None:
+    """Give torch ``threads`` CPU threads (None: torch's default, one per core). Processes that share
+    cores must split them: two that each take every core run many times slower than one."""
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+
+
+def threads_per_worker(workers: int) -> int:
+    """The CPU cores split between ``workers`` local processes (at least one thread each)."""
+    return max(1, (os.cpu_count() or 1) // max(workers, 1))

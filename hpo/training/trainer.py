@@ -1,0 +1,367 @@
+"""One training run: budget in images seen, evaluation at fixed fractions, EMA with warm-up,
+NaN and divergence guards, and checkpoints that resume exactly. Knows nothing of Optuna: callers
+learn about progress through callbacks (``on_sync`` at each host sync, ``on_eval`` at each of the
+K points, which may raise to stop the run) and can stop it through ``should_stop``."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from hpo.diffusion.losses import diffusion_loss
+from hpo.diffusion.schedule import NoiseSchedule
+from hpo.spec.config import TrainConfig
+from hpo.spec.typed import to_plain
+from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
+from hpo.training.data import ImageData, to_model_range
+from hpo.training.model import DiffusionModel, build_network, count_parameters
+from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
+from hpo.training.validation import ValidationProbe, evaluate_probe, make_probe
+
+log = logging.getLogger("hpo.train")
+
+SYNC_EVERY = 8  # steps between host syncs (losses to the host, NaN / divergence checks, on_sync)
+DIVERGE_WINDOW, DIVERGE_MIN_HISTORY = 10, 50
+
+
+class TrainingAborted(RuntimeError):
+    """The run cannot continue: ``reason`` is ``nan_loss`` or ``diverged``."""
+
+    def __init__(self, reason: str, step: int, detail: str) -> None:
+        self.reason, self.step = reason, step
+        super().__init__(f"{reason} at step {step}: {detail}")
+
+
+class TrainingStopped(RuntimeError):
+    """``should_stop`` asked the run to stop; nothing was saved after it did."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        super().__init__(f"stopped at step {step}")
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    index: int  # 1..K
+    step: int
+    kimg: float
+    metrics: dict[str, float]
+    replayed: bool = False  # re-emitted from a checkpoint on resume
+
+
+@dataclass(frozen=True)
+class SyncPoint:
+    """What the host learned at one sync: the steps since the last one, each with its values."""
+
+    steps: list[int]
+    losses: list[float]
+    grad_norms: list[float]  # before clipping
+    lrs: list[float]
+    images_per_second: float
+
+
+@dataclass
+class TrainResult:
+    model: DiffusionModel  # the EMA weights, ready to sample
+    history: list[EvalPoint]
+    steps: int
+    images_seen: int
+    seconds: float
+    images_per_second: float
+    peak_memory_bytes: int
+    device: str
+    num_parameters: int
+
+
+OnEval = Callable[[EvalPoint, DiffusionModel], None]  # (the point, the EMA network in eval mode)
+OnSync = Callable[[SyncPoint], None]
+
+
+def make_schedule(cfg: TrainConfig) -> NoiseSchedule:
+    return NoiseSchedule.create(
+        cfg.schedule,
+        cfg.timesteps,
+        beta_start=cfg.beta_start,
+        beta_end=cfg.beta_end,
+        scaled=cfg.beta_scaling == "scaled",
+        zero_terminal_snr=cfg.zero_terminal_snr,
+    )
+
+
+def batch_indices(n: int, batch: int, step: int, seed: int) -> torch.Tensor:
+    """Indices of the batch at ``step``: epochs are seeded permutations, so this is stateless."""
+    out: list[torch.Tensor] = []
+    pos, end = step * batch, (step + 1) * batch
+    while pos < end:
+        epoch, offset = divmod(pos, n)
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        take = min(n - offset, end - pos)
+        out.append(perm[offset : offset + take])
+        pos += take
+    return torch.cat(out)
+
+
+def ema_beta(cfg: TrainConfig, images_seen: int) -> float:
+    """EDM's EMA (Karras et al. 2022): half-life in images, ramped up to ``ema_rampup`` × images seen."""
+    halflife = cfg.ema_halflife_kimg * 1000.0
+    if cfg.ema_rampup > 0:
+        halflife = min(halflife, images_seen * cfg.ema_rampup)
+    return 0.5 ** (cfg.batch_size / max(halflife, 1e-8))
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """The learning rate of optimizer step ``step`` (0-based): linear warm-up in images."""
+    warmup = cfg.warmup_kimg * 1000.0
+    return cfg.lr * (min(1.0, (step + 1) * cfg.batch_size / warmup) if warmup > 0 else 1.0)
+
+
+@torch.no_grad()
+def update_ema(ema: nn.Module, model: nn.Module, beta: float) -> None:
+    ema_params: list[torch.Tensor] = list(ema.parameters())
+    params: list[torch.Tensor] = list(model.parameters())
+    torch._foreach_lerp_(ema_params, params, 1.0 - beta)
+
+
+def check_losses(losses: list[float], factor: float, step: int) -> None:
+    """Raise TrainingAborted on a non-finite loss, or a recent mean far above the running median."""
+    if not all(math.isfinite(v) for v in losses[-SYNC_EVERY:]):
+        raise TrainingAborted("nan_loss", step, "loss or gradient norm is not finite")
+    if len(losses) >= DIVERGE_MIN_HISTORY:
+        recent = statistics.fmean(losses[-DIVERGE_WINDOW:])
+        median = statistics.median(losses[-200 - DIVERGE_WINDOW : -DIVERGE_WINDOW])
+        if recent > factor * median:
+            raise TrainingAborted(
+                "diverged", step, f"loss {recent:.4g} is over {factor:g}× its running median {median:.4g}"
+            )
+
+
+class Trainer:
+    """State of one run; :func:`train` is the entry point."""
+
+    def __init__(self, cfg: TrainConfig, data: ImageData, device: torch.device) -> None:
+        self.cfg, self.device = cfg, device
+        torch.manual_seed(cfg.seed)
+        net, self.info = build_network(cfg, data)
+        self.data = data.to(device)
+        self.model = net.to(device)
+        if device.type == "cuda":
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.net: Any = torch.compile(self.model) if cfg.compile else self.model
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=cfg.lr,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            weight_decay=cfg.weight_decay,
+            fused=device.type == "cuda",
+        )
+        self.schedule = make_schedule(cfg)
+        self.generator = torch.Generator(device).manual_seed(cfg.seed)
+        self.probe: ValidationProbe = make_probe(self.data, num_images=cfg.val_images, num_levels=cfg.val_noise_levels)
+        self.step = 0
+        self.losses: list[float] = []
+        self.history: list[EvalPoint] = []
+        self.pending: list[torch.Tensor] = []
+        self.synced_at = time.perf_counter()
+
+    @property
+    def conditional(self) -> bool:
+        return self.info.conditional
+
+    @property
+    def ema_model(self) -> DiffusionModel:
+        return DiffusionModel(self.ema, self.info, self.schedule, self.cfg.prediction)
+
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        cfg = self.cfg
+        idx = batch_indices(self.data.train_images.shape[0], cfg.batch_size, self.step, cfg.seed).to(self.device)
+        x = to_model_range(self.data.train_images[idx])
+        flip = torch.rand(x.shape[0], device=self.device, generator=self.generator) < (0.5 if cfg.hflip else 0.0)
+        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+        if not self.conditional:
+            return x, None
+        labels = self.data.train_labels[idx]
+        drop = torch.rand(labels.shape[0], device=self.device, generator=self.generator) < cfg.p_uncond
+        return x, torch.where(drop, torch.full_like(labels, self.info.null_class), labels)
+
+    def train_step(self) -> None:
+        cfg = self.cfg
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(cfg, self.step)
+        x, labels = self.batch()
+        if self.device.type == "cuda":
+            x = x.contiguous(memory_format=torch.channels_last)
+        with autocast(self.device):
+            loss = diffusion_loss(
+                self.net,
+                self.schedule,
+                x,
+                labels,
+                prediction=cfg.prediction,
+                weighting=cfg.loss_weighting,
+                gamma=cfg.min_snr_gamma,
+                generator=self.generator,
+            )
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        self.opt.step()
+        self.step += 1
+        update_ema(self.ema, self.model, ema_beta(cfg, self.step * cfg.batch_size))
+        finite_loss = torch.where(torch.isfinite(grad_norm), loss.detach().float(), grad_norm.float())
+        self.pending.append(torch.stack([finite_loss, grad_norm.detach().float()]))
+
+    def sync(self) -> SyncPoint | None:
+        """Bring the pending losses to the host and check them; None when nothing was pending."""
+        if not self.pending:
+            return None
+        values = torch.stack(self.pending).tolist()
+        self.pending.clear()
+        now = time.perf_counter()
+        first = self.step - len(values) + 1
+        steps = list(range(first, self.step + 1))
+        point = SyncPoint(
+            steps=steps,
+            losses=[v[0] for v in values],
+            grad_norms=[v[1] for v in values],
+            lrs=[lr_at(self.cfg, s - 1) for s in steps],
+            images_per_second=len(values) * self.cfg.batch_size / max(now - self.synced_at, 1e-9),
+        )
+        self.synced_at = now
+        self.losses = (self.losses + point.losses)[-400:]
+        check_losses(self.losses, self.cfg.diverge_factor, self.step)
+        return point
+
+    def run_steps(self, n: int) -> None:
+        """``n`` optimizer steps with the trainer's own host syncs (the doctor's probes use this)."""
+        for _ in range(n):
+            self.train_step()
+            if self.step % SYNC_EVERY == 0:
+                self.sync()
+        self.sync()
+
+    def evaluate(self, index: int) -> EvalPoint:
+        with eval_mode(self.ema):
+            metrics = evaluate_probe(
+                self.ema, self.schedule, self.probe, prediction=self.cfg.prediction, conditional=self.conditional
+            )
+        recent = self.losses[-50:]
+        metrics["train_loss"] = statistics.fmean(recent) if recent else float("nan")
+        return EvalPoint(index, self.step, self.step * self.cfg.batch_size / 1000.0, metrics)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "ema": self.ema.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "step": self.step,
+            "losses": list(self.losses),
+            "rng": rng_state(self.device, self.generator),
+            "history": [to_plain(p) for p in self.history],
+            "config": to_plain(self.cfg),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state["config"] != to_plain(self.cfg):
+            raise ValueError("checkpoint was written by a run with a different configuration; not resuming from it")
+        self.model.load_state_dict(state["model"])
+        self.ema.load_state_dict(state["ema"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.step, self.losses = int(state["step"]), list(state["losses"])
+        restore_rng(state["rng"], self.device, self.generator)
+        self.history = [EvalPoint(**{**p, "replayed": True}) for p in state["history"]]
+
+
+def train(
+    config: TrainConfig,
+    data: ImageData,
+    *,
+    on_eval: OnEval | None = None,
+    on_sync: OnSync | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    checkpoint: Path | None = None,
+) -> TrainResult:
+    """Train for ``config.kimg`` thousand images; call ``on_eval`` at each of the K fixed points.
+
+    With ``checkpoint``, state is saved there at every evaluation point, and a run that finds a
+    checkpoint resumes from it, first re-emitting the evaluation points it already passed.
+    ``should_stop`` is polled at every step and before every save: True raises TrainingStopped.
+    """
+    device = resolve_device(config.device)
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        trainer = Trainer(config, data, device)
+        if checkpoint is not None and checkpoint.exists():
+            trainer.load_state(load_checkpoint(checkpoint))
+            log.info("resumed from %s at step %d", checkpoint, trainer.step)
+        return _run(trainer, on_eval, on_sync, should_stop or (lambda: False), checkpoint)
+
+
+def _run(
+    trainer: Trainer,
+    on_eval: OnEval | None,
+    on_sync: OnSync | None,
+    should_stop: Callable[[], bool],
+    checkpoint: Path | None,
+) -> TrainResult:
+    cfg = trainer.cfg
+    for point in trainer.history:
+        if on_eval is not None:
+            on_eval(point, trainer.ema_model)
+    start_step, started = trainer.step, time.perf_counter()
+    eval_at = {step: k for k, step in enumerate(cfg.eval_steps(), start=1)}
+    log_every = max(SYNC_EVERY, cfg.total_steps // 20)
+    if trainer.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(trainer.device)
+    trainer.synced_at = time.perf_counter()
+    while trainer.step < cfg.total_steps:
+        if should_stop():
+            raise TrainingStopped(trainer.step)
+        trainer.train_step()
+        if trainer.step % SYNC_EVERY == 0 or trainer.step in eval_at or trainer.step == cfg.total_steps:
+            synced = trainer.sync()
+            if synced is not None:
+                if on_sync is not None:
+                    on_sync(synced)
+                if trainer.step // log_every > (synced.steps[0] - 1) // log_every:
+                    log.info("step %d/%d  loss %s", trainer.step, cfg.total_steps, _loss_text(synced.losses))
+        if trainer.step in eval_at:
+            point = trainer.evaluate(eval_at[trainer.step])
+            trainer.history.append(point)
+            if checkpoint is not None:
+                if should_stop():
+                    raise TrainingStopped(trainer.step)
+                atomic_save(trainer.state(), checkpoint)
+            if on_eval is not None:
+                on_eval(point, trainer.ema_model)
+    seconds = time.perf_counter() - started
+    images = (trainer.step - start_step) * cfg.batch_size
+    return TrainResult(
+        model=trainer.ema_model,
+        history=trainer.history,
+        steps=trainer.step,
+        images_seen=trainer.step * cfg.batch_size,
+        seconds=seconds,
+        images_per_second=images / seconds if seconds > 0 else 0.0,
+        peak_memory_bytes=peak_memory_bytes(trainer.device),
+        device=str(trainer.device),
+        num_parameters=count_parameters(trainer.model),
+    )
+
+
+def _loss_text(losses: list[float]) -> str:
+    """The mean of the synced losses; 'NaN' only when a loss really is not finite."""
+    if not all(math.isfinite(v) for v in losses):
+        return "NaN"
+    return f"{statistics.fmean(losses):.4f}"

@@ -1,0 +1,76 @@
+"""The layering holds: each subpackage imports only the layers below it, read from the source (every
+import, also inside functions) and checked at run time (importing a layer pulls in nothing above)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent / "hpo"
+BELOW = {
+    "errors": set(),
+    "spec": {"errors"},
+    "diffusion": {"errors"},
+    "training": {"spec", "diffusion", "errors"},
+    "tracking": {"spec", "training", "diffusion", "errors"},
+    "scoring": {"spec", "diffusion", "training", "errors"},
+    "doctor": {"spec", "diffusion", "training", "errors"},
+    "service": {"spec", "diffusion", "training", "scoring", "tracking", "errors"},
+    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "errors"},
+}
+TOP = {"commands", "cli", "__main__"}  # may import everything
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "hpo"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    return ".".join(p for p in rel.parts if p != "__init__")
+
+
+def hpo_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "hpo":
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "hpo"}
+    return found
+
+
+def test_every_module_belongs_to_a_known_layer() -> None:
+    layers = {layer_of(module_name(p)) for p in ROOT.rglob("*.py")}
+    assert layers <= set(BELOW) | TOP | {"hpo"}, layers - set(BELOW) - TOP
+
+
+@pytest.mark.parametrize("layer", sorted(BELOW))
+def test_layer_imports_only_the_layers_below_it(layer: str) -> None:
+    files = [ROOT / f"{layer}.py"] if (ROOT / f"{layer}.py").exists() else sorted((ROOT / layer).rglob("*.py"))
+    wrong = []
+    for path in files:
+        for imported in hpo_imports(path):
+            target = layer_of(imported)
+            if target not in BELOW[layer] | {layer, "hpo"}:
+                wrong.append(f"{path.relative_to(ROOT.parent)} imports {imported}")
+    assert not wrong, wrong
+
+
+def test_importing_the_lower_layers_pulls_in_no_command_cli_or_report() -> None:
+    lower = ("diffusion", "training", "scoring", "service", "spec", "doctor", "tracking")
+    modules = [module_name(p) for layer in lower for p in sorted((ROOT / layer).rglob("*.py"))]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "above = (['hpo', 'commands'], ['hpo', 'cli'], ['hpo', 'report'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[:2] in above))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout
