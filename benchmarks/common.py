@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +60,20 @@ def run_study(
     )
     Worker(opts).serve()
     return study, time.perf_counter() - started
+
+
+def draw_configurations(n: int, *, seed: int = 0, lr_exponents: tuple[float, float] = (-4, -2)) -> list[dict[str, Any]]:
+    """``n`` training configurations drawn once from the digits search space (lr log-uniform)."""
+    rng = random.Random(seed)
+    return [
+        {
+            "lr": 10 ** rng.uniform(*lr_exponents),
+            "batch_size": rng.choice([32, 64, 128]),
+            "timesteps": rng.choice([100, 250, 500, 1000]),
+            "schedule": rng.choice(["linear", "cosine", "sigmoid"]),
+        }
+        for _ in range(n)
+    ]
 
 
 def trained_kimg(t: FrozenTrial) -> float:

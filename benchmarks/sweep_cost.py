@@ -20,23 +20,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-from benchmarks.common import DIGITS, best_value, quiet, run_study, spec_with
+from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with
 
 N_TRIALS = 8
-
-
-def configurations(seed: int = 0) -> list[dict[str, Any]]:
-    """The 8 training configurations both studies train, drawn once from the digits search space."""
-    rng = random.Random(seed)
-    return [
-        {
-            "lr": 10 ** rng.uniform(-4, -2),
-            "batch_size": rng.choice([32, 64, 128]),
-            "timesteps": rng.choice([100, 250, 500, 1000]),
-            "schedule": rng.choice(["linear", "cosine", "sigmoid"]),
-        }
-        for _ in range(N_TRIALS)
-    ]
 
 
 def main() -> None:
@@ -56,7 +42,7 @@ def main() -> None:
         },
         **common,
     )
-    configs = configurations()
+    configs = draw_configurations(N_TRIALS)
     rng = random.Random(1)
     drawn = [
         {**c, "guidance_scale": rng.choice([1.0, 2.0, 3.0]), "ddim_steps": rng.choice([10, 20, 30])} for c in configs

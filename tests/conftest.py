@@ -54,10 +54,12 @@ def pg_server():  # type: ignore[no-untyped-def]
 @pytest.fixture
 def pg_url(pg_server, request: pytest.FixtureRequest) -> str:  # type: ignore[no-untyped-def]
     """A fresh database per test."""
+    import hashlib
     import os
     import re
 
     if pg_server is None:
         return os.environ["HPO_TEST_DATABASE_URL"]
-    name = "t_" + re.sub(r"[^a-z0-9]", "_", request.node.name.lower())[:50]
+    digest = hashlib.sha1(request.node.name.encode()).hexdigest()[:8]  # parametrised ids share a prefix
+    name = "t_" + re.sub(r"[^a-z0-9]", "_", request.node.name.lower())[:40] + "_" + digest
     return pg_server.create_database(name)

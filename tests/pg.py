@@ -43,19 +43,11 @@ class PgServer:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
 
-    def pg_ctl(self, action: str) -> None:
+    def pg_ctl(self, action: str, *extra: str) -> None:
+        """``pg_ctl ACTION`` (start, stop, restart) with ``extra`` options such as ``-m immediate``."""
         opts = f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        self._run(
-            str(self.bindir / "pg_ctl"),
-            "-D",
-            str(self.datadir),
-            "-o",
-            opts,
-            "-w",
-            "-l",
-            str(self.datadir / "log.txt"),
-            action,
-        )
+        log = str(self.datadir / "log.txt")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-o", opts, "-w", "-l", log, action, *extra)
 
     def psql(self, sql: str, db: str = "postgres") -> None:
         self._run(

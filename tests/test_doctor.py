@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from hpo.diffusion import unet as unet_module
+from hpo.diffusion.schedule import NoiseSchedule
 from hpo.diffusion.unet import UNet
-from hpo.doctor import data_checks, model_checks
+from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.run import run_doctor
 from hpo.spec.config import DataConfig
 from hpo.spec.loading import load_spec
@@ -139,3 +140,60 @@ def test_launch_refuses_a_study_that_fails_the_fast_doctor(tmp_path: Path, monke
     code, _, err = run_cli(["launch", str(spec), "--storage", f"sqlite:///{db}"])
     assert code == 2 and "[FAIL] data: value range" in err and "--skip-doctor" in err
     assert not db.exists()
+
+
+def test_the_persons_literal_schedule_is_flagged_with_its_terminal_log_snr() -> None:
+    person = NoiseSchedule.create("linear", 512, beta_start=1e-3, beta_end=0.02, scaled=False)
+    check = schedule_checks.terminal_snr(person, "linear T=512")
+    assert check.status == "warn" and "ᾱ at the last step is 0.00446 (log-SNR -5.41)" in check.reason
+    assert "never sees pure noise" in check.fix
+    too_short = NoiseSchedule.create("linear", 100, beta_start=1e-4, beta_end=0.02, scaled=False)
+    assert schedule_checks.terminal_snr(too_short, "linear T=100").status == "fail"
+    for healthy in (NoiseSchedule.create("cosine", 512), NoiseSchedule.create("linear", 512, zero_terminal_snr=True)):
+        assert schedule_checks.terminal_snr(healthy, "healthy").status == "pass"
+
+
+def test_noise_levels_that_teach_nothing_are_counted() -> None:
+    wasteful = NoiseSchedule.create("linear", 1000, beta_start=1e-4, beta_end=0.06)
+    check = schedule_checks.wasted_levels(wasteful, "linear, beta_end 0.06")
+    assert check.status == "warn" and "below −8" in check.reason
+    assert schedule_checks.wasted_levels(NoiseSchedule.create("cosine", 1000), "cosine").status == "pass"
+
+
+def test_ddim_step_counts_are_checked_against_t() -> None:
+    assert schedule_checks.ddim_steps([5, 20], 1000).status == "warn"
+    assert schedule_checks.ddim_steps([100], 100).status == "warn"
+    assert schedule_checks.ddim_steps([20, 50], 1000).status == "pass"
+
+
+def test_a_data_starved_budget_is_named_with_the_kimg_the_data_supports(digits8: ImageData) -> None:
+    starved = schedule_checks.data_budget(digits8, num_parameters=35_000_000, max_kimg=1000, conditional=True)
+    assert starved.status == "warn" and "about 808.5 kimg" in starved.reason and "memorise" in starved.reason
+    fine = schedule_checks.data_budget(digits8, num_parameters=500_000, max_kimg=16, conditional=True)
+    assert fine.status == "pass" and "fewest images in a class: 147" in fine.reason
+
+
+def test_doctor_on_the_persons_setup_prints_the_schedule_checks_with_their_numbers(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path,
+        data={"source": "shapes", "image_size": 16, "num_images": 400},
+        train={"kimg": 0.8, "num_evals": 2, "beta_end": 0.02, "base_channels": 8},
+        search={
+            "lr": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True},
+            "batch_size": {"type": "categorical", "choices": [32]},
+            "timesteps": {"type": "categorical", "choices": [512, 1000]},
+            "schedule": {"type": "categorical", "choices": ["linear", "cosine"]},
+            "beta_start": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True},
+            "beta_scaling": {"type": "categorical", "choices": ["scaled", "none"]},
+        },
+        sampling={"guidance_scale": [1.0, 2.0], "ddim_steps": [25, 50]},
+        baselines=[{"lr": 4e-4, "batch_size": 32, "timesteps": 512, "schedule": "linear", "beta_start": 1e-3,
+                    "beta_scaling": "none"}],
+    )  # fmt: skip
+    code, out, _ = run_cli(["doctor", str(spec), "--fast", "-o", str(tmp_path / "doc"), "--threads", "1"])
+    assert code == 0, out
+    assert (
+        "[WARN] schedule: terminal SNR: linear T=512 (baseline): ᾱ at the last step is 0.00446 (log-SNR -5.41)" in out
+    )
+    assert "[PASS] sampling: DDIM steps: DDIM steps 25, 50 of T=512" in out
+    assert "network: receptive field" in out and "data: budget" in out

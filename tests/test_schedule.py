@@ -55,3 +55,31 @@ def test_nearest_timesteps_follow_log_snr() -> None:
     t = sched.nearest_timesteps(np.array([-6.0, 0.0, 6.0]))
     assert t[0] > t[1] > t[2]
     assert abs(sched.log_snr[t[1]]) < 0.05
+
+
+def test_literal_beta_range_matches_diffusers_ddpm_scheduler() -> None:
+    """The person's schedule as written: betas 1e-3 → 0.02 over T=512, not rescaled by 1000/T."""
+    from diffusers import DDPMScheduler
+
+    ours = NoiseSchedule.create("linear", 512, beta_start=1e-3, beta_end=0.02, scaled=False).betas
+    scheduler = DDPMScheduler(num_train_timesteps=512, beta_start=1e-3, beta_end=0.02, beta_schedule="linear")
+    theirs = scheduler.betas  # type: ignore[attr-defined]
+    np.testing.assert_allclose(ours, theirs.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ours, np.linspace(1e-3, 0.02, 512), rtol=0, atol=1e-15)
+    scaled = NoiseSchedule.create("linear", 512, beta_start=1e-3, beta_end=0.02).betas
+    np.testing.assert_allclose(scaled, np.linspace(1e-3, 0.02, 512) * 1000 / 512, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["linear", "cosine", "sigmoid"])
+def test_zero_terminal_snr_makes_the_last_step_pure_noise_and_keeps_the_first(name: str) -> None:
+    from diffusers import DDPMScheduler
+
+    plain = NoiseSchedule.create(name, 1000)
+    rescaled = NoiseSchedule.create(name, 1000, zero_terminal_snr=True)
+    assert rescaled.alphas_cumprod[-1] == 0.0 and rescaled.log_snr[-1] == -np.inf
+    assert rescaled.alphas_cumprod[0] == pytest.approx(plain.alphas_cumprod[0], rel=1e-9)
+    assert (np.diff(rescaled.alphas_cumprod) < 0).all()
+    if name == "linear":
+        scheduler = DDPMScheduler(num_train_timesteps=1000, rescale_betas_zero_snr=True)
+        theirs = scheduler.alphas_cumprod.double().numpy()  # type: ignore[attr-defined]
+        np.testing.assert_allclose(rescaled.alphas_cumprod, theirs, atol=1e-6)

@@ -127,6 +127,8 @@ def test_obviously_bad_learning_rate_gets_pruned(pg_url: str, tmp_path: Path) ->
     assert trials[3].state == TrialState.PRUNED
     assert trials[3].user_attrs["fail_reason"] in ("pruned_by_median", "nan_loss", "diverged")
     assert trials[3].user_attrs["stopped_at_kimg"] < 1.6
+    checkpoints = tmp_path / "artifacts" / "checkpoints" / "badlr"
+    assert not list(checkpoints.glob("*.pt"))  # finished and pruned trials keep only their artifacts
 
 
 def test_two_local_workers_share_the_embedded_database_without_locking(tmp_path: Path) -> None:

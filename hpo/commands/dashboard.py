@@ -13,7 +13,7 @@ from hpo.service.storage import open_storage, redact
 def run_dashboard(url: str, *, host: str, port: int, artifacts: Path) -> None:
     import optuna_dashboard
 
-    artifacts.mkdir(parents=True, exist_ok=True)
     storage = open_storage(url, must_exist=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
     print(f"optuna-dashboard for {redact(url)} at http://{host}:{port}/dashboard (artifacts: {artifacts})", flush=True)
     optuna_dashboard.run_server(storage, host=host, port=port, artifact_store=FileSystemArtifactStore(str(artifacts)))

@@ -17,7 +17,7 @@ from hpo.commands.worker import worker_argv, worker_env
 from hpo.errors import HpoError
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
-from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url
+from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url, sqlite_path
 from hpo.service.study import create_or_resume, existing_study, progress
 from hpo.service.worker import WorkerOptions
 from hpo.spec.loading import load_spec
@@ -147,11 +147,13 @@ def run_launch(
     url = resolve_url(storage)
     preflight(spec.score)
     check_trackers(spec.tracking)
-    store = open_storage(url)
-    resuming = existing_study(spec, store, new_name or spec.study.name) is not None
+    path = sqlite_path(url)
+    fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early
+    store = None if fresh else open_storage(url)
+    resuming = store is not None and existing_study(spec, store, new_name or spec.study.name) is not None
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
-    study, created = create_or_resume(spec, store, name=new_name)
+    study, created = create_or_resume(spec, store or open_storage(url), name=new_name)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
     n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)

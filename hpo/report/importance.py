@@ -116,7 +116,7 @@ def importances(
 def _evaluate(rows: Sequence[tuple[FrozenTrial, float]], params: Sequence[str], evaluator: object) -> dict[str, float]:
     """Importances of ``params`` for the given (trial, value) rows, through an in-memory study (the
     evaluators read complete trials; pruned trials enter with their validation value)."""
-    study = optuna.create_study()
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name="importances")
     for t, value in rows:
         shown = {k: t.params[k] for k in params if k in t.params}
         dists = {k: t.distributions[k] for k in shown}

@@ -85,11 +85,18 @@ def n_trials_of(study: optuna.Study) -> int:
     return spec.study.n_trials if spec is not None else len(study.get_trials(deepcopy=False))
 
 
+MAX_STORED_NAME = 512  # Optuna's study-name column
+
+
 def load(storage: RDBStorage, name: str, where: str) -> optuna.Study:
+    """The study ``name`` (any name a user types: NUL bytes and overlong names are just not there)."""
+    missing = HpoError(f"no study named {name[:200]!r} in {where}; `hpo status` lists them")
+    if "\x00" in name or len(name) > MAX_STORED_NAME:
+        raise missing
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        raise HpoError(f"no study named {name!r} in {where}; `hpo status` lists them") from None
+        raise missing from None
 
 
 def _differences(existing: optuna.Study, spec: Spec) -> list[str]:

@@ -210,6 +210,8 @@ class Worker:
                 if self.opts.exit_when_idle and all(o == "done" for o in outcomes.values()):
                     break
                 time.sleep(self.opts.poll_seconds)
+            if self.stopping and not self.stop_acknowledged:
+                log.info("stopped by SIGTERM; no trial was running")
         finally:
             self.reaper.stop()
             if main_thread:

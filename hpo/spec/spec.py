@@ -86,7 +86,7 @@ class WandbSettings:
 
 @dataclass(frozen=True)
 class MlflowSettings:
-    tracking_uri: str  # e.g. file:./mlruns or http://mlflow:5000
+    tracking_uri: str  # e.g. sqlite:///mlflow.db or http://mlflow:5000
     experiment: str | None = None  # None = the study name
 
 

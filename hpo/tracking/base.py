@@ -3,6 +3,7 @@ the rule that a tracker's failure mid-study is logged once and never takes a tri
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ class Runs:
             except Exception as err:  # telemetry must never fail a trial
                 log.warning("%s tracking failed (%s: %s); this trial goes on without it", name, type(err).__name__, err)
                 self.runs.remove((name, run))
+                if method != "close":
+                    with contextlib.suppress(Exception):
+                        run.close()
 
     def on_sync(self, point: SyncPoint) -> None:
         self._each("on_sync", point)

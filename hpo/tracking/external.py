@@ -83,11 +83,19 @@ class WandbRun:
         self.run.finish()
 
 
+def mlflow_name(name: str) -> str:
+    """MLflow metric names allow letters, digits and ``_-. :/`` only: ``val/val_rel@+6.0`` →
+    ``val/val_rel_at_p6.0``."""
+    return re.sub(r"[^\w\-. :/]", "_", name.replace("@", "_at_").replace("+", "p"))
+
+
 class MlflowRun:
     def __init__(self, settings: MlflowSettings, info: RunInfo) -> None:
         import mlflow
 
         self.mlflow = mlflow
+        if mlflow.active_run() is not None:  # left open by a run that failed mid-trial
+            mlflow.end_run()
         mlflow.set_tracking_uri(settings.tracking_uri)
         experiment = mlflow.set_experiment(settings.experiment or info.study)
         tag = f"{info.study}/trial-{info.trial:04d}"
@@ -106,7 +114,7 @@ class MlflowRun:
         self.mlflow.log_metric("train/images_per_second", point.images_per_second, step=point.steps[-1])
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None:
-        self.mlflow.log_metrics({k.replace("@", "_at_"): v for k, v in scalars_of(point).items()}, step=point.step)
+        self.mlflow.log_metrics({mlflow_name(k): v for k, v in scalars_of(point).items()}, step=point.step)
         if grid is not None:
             self.mlflow.log_image(grid, f"samples/eval-{point.index}.png")
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one run under 8 minutes on one GPU (run it whenever one is lent):
+#   1. trainer throughput, achieved TFLOP/s and MFU (bikes network, 64 px, batch 128), torch.compile off and on;
+#   2. the full doctor on a bikes-like spec, including its bf16 mixed-precision check;
+#   3. a real CUDA out-of-memory in a worker: the trial is recorded as `oom` and the worker carries on;
+#   4. a 4-trial study with Inception FID when the weights are present ($HPO_FID_WEIGHTS or ~/.cache/hpo).
+# Usage: bash benchmarks/gpu_check.sh   (from the repository root, in the project's environment)
+set -euo pipefail
+PY=${PYTHON:-python}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+"$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device')"
+
+echo "== 1. throughput (bikes network, bf16) =="
+timeout 180 "$PY" benchmarks/gpu_throughput.py
+
+echo "== 2. the full doctor, with its bf16 check =="
+cat > "$WORK/bikes-shapes.yaml" <<YAML
+study: {name: gpu-doctor, n_trials: 4}
+data: {source: shapes, image_size: 64, num_images: 2000, cache_dir: $WORK/cache}
+train: {kimg: 20, num_evals: 4, base_channels: 128, channel_mult: [1, 2, 2, 2], num_res_blocks: 2, attention_resolutions: [16], hflip: true, warmup_kimg: 2}
+sampling: {guidance_scale: [1.0, 2.0], ddim_steps: [25, 50]}
+score: {features: classifier, num_samples: 1000, batch_size: 250}
+search:
+  lr: {type: float, low: 5.0e-5, high: 1.0e-3, log: true}
+  batch_size: {type: categorical, choices: [32, 64, 128]}
+baselines: [{lr: 4.0e-4, batch_size: 32}]
+YAML
+timeout 120 "$PY" -m hpo doctor "$WORK/bikes-shapes.yaml" -o "$WORK/doctor" || true
+
+echo "== 3. a real CUDA out-of-memory, recorded as oom; the worker carries on =="
+cat > "$WORK/oom.yaml" <<YAML
+study: {name: gpu-oom, n_trials: 2}
+data: {source: shapes, image_size: 64, num_images: 2000, cache_dir: $WORK/cache}
+train: {kimg: 66, num_evals: 1, base_channels: 128, channel_mult: [1, 2, 2, 2], num_res_blocks: 2, attention_resolutions: [16]}
+sampling: {guidance_scale: 1.0, ddim_steps: 25}
+score: {features: classifier, num_samples: 250, batch_size: 250}
+search:
+  batch_size: {type: categorical, choices: [32, 65536]}
+baselines: [{batch_size: 65536}, {batch_size: 32}]
+YAML
+timeout 200 "$PY" -m hpo launch "$WORK/oom.yaml" --storage "sqlite:///$WORK/oom.db" --skip-doctor \
+  --artifacts "$WORK/art" || true
+"$PY" -m hpo status gpu-oom --storage "sqlite:///$WORK/oom.db"
+
+echo "== 4. a 4-trial study with Inception FID =="
+if "$PY" -c "from hpo.scoring.weights import verify_weights, weights_path; verify_weights(weights_path())" 2>/dev/null; then
+  sed -e 's/name: gpu-doctor/name: gpu-inception/' -e 's/features: classifier/features: inception/' \
+      -e 's/kimg: 20/kimg: 8/' "$WORK/bikes-shapes.yaml" > "$WORK/inception.yaml"
+  timeout 240 "$PY" -m hpo launch "$WORK/inception.yaml" --storage "sqlite:///$WORK/inception.db" --skip-doctor \
+    --artifacts "$WORK/art" || true
+else
+  echo "no Inception weights here: run \`hpo fetch-weights\` first; skipped"
+fi

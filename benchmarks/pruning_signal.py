@@ -1,0 +1,113 @@
+"""Does the validation metric at an early evaluation point rank trials the way their final FID does?
+
+Runs an unpruned study (random sampler, 12 trials: lr, batch size, T, schedule and prediction type
+all vary) on two datasets (digits, and procedurally generated RGB shapes), then prints, for every
+evaluation point k, the Spearman rank correlation between each candidate metric at k and the final
+classifier-FID over the complete trials. Candidates are built from the per-level values each trial
+stores: the mean v-space error (``val_loss``), its log-mean, the mean without the noisiest level,
+the error ratio to a per-pixel Wiener denoiser (arithmetic and geometric mean: ``val_rel``), each
+level alone, and the training loss.
+
+    .venv/bin/python benchmarks/pruning_signal.py [--trials 12] [--kimg 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from scipy.stats import spearmanr
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+from optuna.trial import TrialState
+
+from benchmarks.common import DIGITS, quiet, run_study, spec_with
+
+Metrics = dict[str, float]
+
+
+def levels(m: Metrics, kind: str) -> list[tuple[float, float]]:
+    return sorted((float(k.split("@")[1]), v) for k, v in m.items() if k.startswith(f"{kind}@"))
+
+
+CANDIDATES: dict[str, Callable[[Metrics], float]] = {
+    "val_loss (mean MSE)": lambda m: m["val_loss"],
+    "log-mean MSE": lambda m: math.exp(statistics.fmean(math.log(v) for _, v in levels(m, "val_loss"))),
+    "mean MSE without -6": lambda m: statistics.fmean(v for lam, v in levels(m, "val_loss") if lam > -6),
+    "val_rel (geo. mean ratio)": lambda m: m["val_rel"],
+    "mean ratio": lambda m: statistics.fmean(v for _, v in levels(m, "val_rel")),
+    "mean ratio without -6": lambda m: statistics.fmean(v for lam, v in levels(m, "val_rel") if lam > -6),
+    "train_loss (not comparable)": lambda m: m["train_loss"],
+}
+
+
+def study_spec(name: str, data: dict[str, Any], trials: int, kimg: float) -> dict[str, Any]:
+    return spec_with(
+        DIGITS,
+        study={**DIGITS["study"], "name": name, "n_trials": trials},
+        data=data,
+        merge_train={"kimg": kimg, "num_evals": 4, "val_images": 128},
+        sampling={"guidance_scale": 2.0, "ddim_steps": 20},
+        search={**DIGITS["search"], "prediction": {"type": "categorical", "choices": ["eps", "v"]}},
+        sampler={"name": "random", "seed": 0},
+        pruner={"name": "none"},
+        baselines=[],
+    )
+
+
+def level_value(kind: str, lam: float) -> Callable[[Metrics], float]:
+    return lambda m: dict(levels(m, kind))[lam]
+
+
+def correlations(curves: list[dict[str, Metrics]], finals: list[float]) -> dict[str, list[float]]:
+    """{candidate: [Spearman at k for k = 1..K]}, candidates including each level alone."""
+    names = dict(CANDIDATES)
+    for kind in ("val_loss", "val_rel"):
+        for lam, _ in levels(curves[0]["1"], kind):
+            names[f"{kind}@{lam:+.0f} alone"] = level_value(kind, lam)
+    ks = sorted(curves[0], key=int)
+    return {
+        name: [float(spearmanr([f(c[k]) for c in curves], finals).statistic) for k in ks] for name, f in names.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--kimg", type=float, default=8.0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    quiet()
+    torch.set_num_threads(args.threads)
+    datasets = {
+        "digits": {"source": "digits", "image_size": 16, "val_fraction": 0.15},
+        "shapes": {"source": "shapes", "image_size": 16, "num_images": 2000, "val_fraction": 0.15},
+    }
+    tables = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in datasets.items():
+            study, wall = run_study(study_spec(name, data, args.trials, args.kimg), Path(tmp) / name)
+            done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+            curves = [t.user_attrs["curve"] for t in done]
+            tables[name] = (correlations(curves, [float(t.value) for t in done]), len(done), wall)  # type: ignore[arg-type]
+    print(
+        "Spearman rank correlation of each metric at evaluation k with the final classifier-FID "
+        f"({args.trials} random trials per dataset, {args.kimg:g} kimg, 4 evaluation points, no pruning)"
+    )
+    for name, (table, n, wall) in tables.items():
+        print(f"\n{name}: {n} complete trials ({wall / 60:.1f} min)")
+        print(f"{'metric':>28} " + " ".join(f"{'k=' + str(k):>6}" for k in range(1, 5)))
+        for metric, row in sorted(table.items(), key=lambda kv: -statistics.fmean(kv[1])):
+            print(f"{metric:>28} " + " ".join(f"{r:6.2f}" for r in row))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The command line as a user meets it: version, read-only commands that create nothing, a trial
+reproduced by hand, storage URL forms, a worker stopped while starting, and a launch whose workers
+all failed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
+
+from hpo import __version__
+from hpo.service.storage import open_storage, resolve_url
+from hpo.service.study import create_or_resume
+from hpo.spec.loading import load_spec
+from tests.cli import run_cli
+from tests.service_helpers import hpo, hpo_env, write_spec
+
+
+def test_version_is_printed_once_from_the_package() -> None:
+    code, out, _ = run_cli(["--version"])
+    assert code == 0 and out.strip() == f"hpo {__version__}"
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "x"], ["report", "x"], ["confirm", "x"], ["dashboard"]])
+def test_read_only_commands_refuse_a_missing_embedded_database_and_create_nothing(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HPO_STORAGE", raising=False)
+    code, _, err = run_cli(command)
+    assert code == 2 and err.startswith("error: no database at hpo.db") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_both_postgresql_url_forms_are_accepted() -> None:
+    plain = resolve_url("postgresql://u:p@db:5432/hpo")
+    explicit = resolve_url("postgresql+psycopg2://u:p@db:5432/hpo")
+    assert plain == explicit == "postgresql+psycopg2://u:p@db:5432/hpo"
+
+
+def test_hpo_train_from_a_trial_reproduces_its_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_spec(write_spec(tmp_path, study={"name": "source", "n_trials": 2}))
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    study, _ = create_or_resume(spec, open_storage(url))
+    params: dict[str, Any] = {
+        "lr": 2e-3,
+        "batch_size": 16,
+        "timesteps": 50,
+        "schedule": "cosine",
+        "guidance_scale": 2.0,
+        "ddim_steps": 4,
+    }
+    dists: dict[str, BaseDistribution] = {name: CategoricalDistribution([value]) for name, value in params.items()}
+    study.add_trial(optuna.create_trial(params=params, distributions=dists, value=1.0))
+    out = tmp_path / "again"
+    code, _, err = run_cli(["train", "--from", "source:0", "--storage", url, "-o", str(out), "--set", "kimg=0.4"])
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sampling"] == {"guidance_scale": 2.0, "ddim_steps": 4, "eta": 0.0}  # the trial's own sampling
+    checkpoint = __import__("torch").load(out / "checkpoint.pt", weights_only=True)
+    assert checkpoint["config"]["lr"] == 2e-3 and checkpoint["config"]["schedule"] == "cosine"
+    for wrong, message in (("source", "expected STUDY:TRIAL"), ("source:7", "has no trial 7"), ("nope:0", "no study")):
+        code, _, err = run_cli(["train", "--from", wrong, "--storage", url])
+        assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_a_worker_stopped_while_it_starts_exits_cleanly_and_says_so(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hpo", "worker", "--exit-when-idle", "--threads", "1"],
+        env=hpo_env(url), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)  # inside start-up: imports, storage
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
+
+
+def test_a_launch_whose_workers_all_failed_exits_nonzero_and_says_why(tmp_path: Path) -> None:
+    poison = tmp_path / "poison"
+    poison.mkdir()
+    (poison / "sitecustomize.py").write_text(
+        "import sys\nif 'worker' in sys.argv:\n    raise SystemExit('boom: this worker cannot start')\n"
+    )
+    spec = write_spec(tmp_path, study={"name": "doomed", "n_trials": 2})
+    env = {**hpo_env(), "PYTHONPATH": str(poison)}
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "hpo", "launch", str(spec), "--skip-doctor", "--storage", url],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: all 1 local worker(s) failed (exit 1)") and "boom: this worker cannot start" in last
+    assert not (tmp_path / "reports").exists()  # no empty report
+
+
+def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, study={"name": "labels", "n_trials": 2}))
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    study, _ = create_or_resume(spec, open_storage(url))
+    dist: dict[str, BaseDistribution] = {"lr": FloatDistribution(1e-4, 1e-2)}
+    curve = {"1": {"kimg": 0.4, "val_rel": 0.71}}
+    study.add_trial(
+        optuna.create_trial(params={"lr": 1e-3}, distributions=dist, value=2.69, user_attrs={"curve": curve})
+    )
+    study.add_trial(
+        optuna.create_trial(
+            state=optuna.trial.TrialState.PRUNED, params={"lr": 5e-3}, distributions=dist,
+            user_attrs={"curve": curve, "fail_reason": "pruned_by_median"},
+        )
+    )  # fmt: skip
+    done = hpo("status", "labels", url=url)
+    header, _, complete, pruned = done.stdout.strip().splitlines()[-4:]
+    assert header.split()[:4] == ["#", "state", "classifier-FID", "val_rel@last"]
+    assert complete.split()[1:4] == ["COMPLETE", "2.69", "0.71"]
+    assert pruned.split()[1:4] == ["PRUNED", "-", "0.71"] and "pruned_by_median" in pruned

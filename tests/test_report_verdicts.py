@@ -1,0 +1,194 @@
+"""The report says what the data says: studies with a known structure (one parameter drives the
+score, the others are noise; most trials pruned; two configurations tied; a confirmation that holds,
+ties or fails) are built trial by trial, and their reports read and rendered in Chromium."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.trial import TrialState
+
+from hpo.report.data import Noise, complete, summarise, ties_with_best
+from hpo.report.importance import Importances, study_importances
+from hpo.report.render import write_report
+from hpo.service.confirm import create_companion, verdict
+from hpo.service.storage import open_storage
+from hpo.service.study import create_or_resume
+from hpo.spec.loading import load_spec
+from tests.service_helpers import write_spec
+from tests.test_report import browse
+
+DISTS = {
+    "lr": FloatDistribution(1e-4, 1e-2, log=True),
+    "batch_size": CategoricalDistribution([16, 32]),
+    "schedule": CategoricalDistribution(["linear", "cosine"]),
+    "guidance_scale": FloatDistribution(1.0, 3.0),
+}
+
+
+def new_study(tmp_path: Path, name: str) -> optuna.Study:
+    spec = load_spec(write_spec(tmp_path, f"{name}.yaml", study={"name": name, "n_trials": 40}))
+    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    return study
+
+
+def add(
+    study: optuna.Study,
+    params: dict[str, Any],
+    *,
+    value: float | None,
+    curve: list[float],
+    state: TrialState = TrialState.COMPLETE,
+    **attrs: Any,
+) -> None:
+    points = {str(k + 1): {"kimg": 0.4 * (k + 1), "val_rel": v, "val_loss": v} for k, v in enumerate(curve)}
+    study.add_trial(
+        optuna.create_trial(
+            state=state,
+            params=params,
+            distributions={k: DISTS[k] for k in params},
+            value=value if state == TrialState.COMPLETE else None,
+            intermediate_values={int(k): p["val_rel"] for k, p in points.items()},
+            user_attrs={"curve": points, "budget_kimg": 1.6, **attrs},
+        )
+    )
+
+
+def random_params(rng: np.random.Generator) -> dict[str, Any]:
+    return {
+        "lr": float(10 ** rng.uniform(-4, -2)),
+        "batch_size": int(rng.choice([16, 32])),
+        "schedule": str(rng.choice(["linear", "cosine"])),
+        "guidance_scale": float(rng.uniform(1, 3)),
+    }
+
+
+@pytest.fixture(scope="module")
+def structured(tmp_path_factory: pytest.TempPathFactory) -> optuna.Study:
+    """30 complete trials whose score and validation curve depend on lr alone (plus small noise)."""
+    study = new_study(tmp_path_factory.mktemp("structured"), "structured")
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        p = random_params(rng)
+        quality = (math.log10(p["lr"]) + 3) ** 2
+        add(study, p, value=5 + 4 * quality + rng.normal(0, 0.1), curve=[1 - 0.1 * k + 0.2 * quality for k in range(4)])
+    return study
+
+
+def test_the_parameter_that_drives_the_score_is_named_and_the_ranking_is_stable(structured: optuna.Study) -> None:
+    score, val = study_importances(structured.get_trials(), "classifier-FID")
+    assert score.ranked[0] == "lr" and score.n_trials == 30 and score.top_share > 0.9
+    assert "lr matters most" in score.reading() and "The ranking is stable." in score.reading()
+    lo, hi = score.intervals["lr"]
+    assert lo <= score.fanova["lr"] <= hi and lo > 0.5
+    assert val.ranked[0] == "lr" and "evaluation point 4" in val.target
+    assert "guidance_scale" not in val.fanova  # it only affects sampling: never ranked for a training metric
+    assert "guidance_scale" in score.fanova
+
+
+def test_a_mostly_pruned_study_ranks_from_every_trial_and_says_how_few_completed(tmp_path: Path) -> None:
+    study = new_study(tmp_path, "pruned")
+    rng = np.random.default_rng(1)
+    for i in range(12):
+        p = random_params(rng)
+        quality = (math.log10(p["lr"]) + 3) ** 2
+        curve = [1 + quality - 0.1 * k for k in range(4 if i < 3 else 2)]
+        state = TrialState.COMPLETE if i < 3 else TrialState.PRUNED
+        add(study, p, value=5 + quality, curve=curve, state=state, fail_reason=None if i < 3 else "pruned_by_median")
+    score, val = study_importances(study.get_trials(), "classifier-FID")
+    assert score.n_trials == 3 and "only 3 trials: treat this as a hint" in score.reading()
+    assert val.n_trials == 12 and "evaluation point 2" in val.target  # pruned trials count at the point all reached
+
+
+def test_evaluators_that_disagree_on_the_top_parameter_are_reported_as_such() -> None:
+    imp = Importances(
+        "FID",
+        20,
+        {"lr": 0.2, "schedule": 0.8},
+        {"lr": 0.7, "schedule": 0.3},
+        {"lr": (0.6, 0.8), "schedule": (0.2, 0.4)},
+        0.9,
+    )
+    assert "PED-ANOVA ranks schedule first instead: the evaluators disagree" in imp.reading()
+
+
+def test_two_configurations_within_the_noise_are_called_tied(tmp_path: Path) -> None:
+    study = new_study(tmp_path, "tied")
+    rng = np.random.default_rng(2)
+    add(study, random_params(rng), value=10.0, curve=[1.0] * 4, baseline=True, fid_noise=0.4)
+    add(study, random_params(rng), value=9.2, curve=[1.0] * 4, fid_noise=0.5)  # the best
+    add(study, random_params(rng), value=9.5, curve=[1.0] * 4)  # within the noise of the best
+    add(study, random_params(rng), value=14.0, curve=[1.0] * 4)
+    s = summarise(study, study.get_trials())
+    assert s.noise.sd == pytest.approx(math.sqrt((0.16 + 0.25) / 2)) and s.noise.pairs == 2
+    page = write_report(study, tmp_path / "tied.html", artifact_dir=None).read_text()
+    assert "#2: classifier-FID 9.5 — tied with #1 (within the noise)" in page
+    assert "#0 (baseline): classifier-FID 10 — tied with #1" in page
+    assert ties_with_best(complete(study.get_trials()), s.noise) == [2, 0]  # #3 (14.0) is clearly worse
+    assert "they are tied" in page  # best vs baseline: 0.8 apart, tie margin 2·√2·0.45 ≈ 1.3
+    assert Noise(0.1, 1).tied(9.2, 9.4) and not Noise(0.1, 1).tied(9.2, 10.0)
+
+
+def confirmed(tmp_path: Path, name: str, results: dict[int, list[float]]) -> tuple[optuna.Study, optuna.Study]:
+    """A source study with three complete trials (#1 the winner, #0 the baseline) and its companion,
+    whose runs finish with the given values per source trial."""
+    source = new_study(tmp_path, name)
+    rng = np.random.default_rng(3)
+    for i, value in enumerate([8.0, 6.0, 7.0]):
+        add(source, random_params(rng), value=value, curve=[1.0] * 4, baseline=i == 0)
+    companion = create_companion(source, source._storage, top=2, seeds=3, kimg=3.2)  # type: ignore[arg-type]
+    remaining = {k: list(v) for k, v in results.items()}
+    for _ in range(9):
+        trial = companion.ask()
+        companion.tell(trial, remaining[trial.user_attrs["confirm_of"]].pop())
+    return source, companion
+
+
+@pytest.mark.parametrize(
+    ("results", "expected"),
+    [
+        ({1: [5.0, 5.1, 5.2], 2: [6.0, 6.1, 6.2], 0: [8.0, 8.1, 8.2]}, "The winner holds at 4× the budget: trial 1"),
+        ({1: [5.0, 6.0, 7.0], 2: [5.5, 6.5, 7.5], 0: [9.0, 9.1, 9.2]}, "trial 1 and trial 2 are tied"),
+        (
+            {1: [7.0, 7.1, 7.2], 2: [5.0, 5.1, 5.2], 0: [9.0, 9.1, 9.2]},
+            "The winner does not hold at 4× the budget: trial 2",
+        ),
+    ],
+)
+def test_confirmation_verdicts_say_what_the_seeds_say(
+    tmp_path: Path, results: dict[int, list[float]], expected: str
+) -> None:
+    source, companion = confirmed(tmp_path, "confirmed", results)
+    v = verdict(source, companion)
+    assert [c.trial for c in v.configs] == [1, 2, 0] and v.seeds == 3 and v.finished == v.expected == 9
+    assert expected in v.text
+    assert "baseline (trial 0" in v.text
+    assert v.rank_correlation is not None
+    page = write_report(source, tmp_path / "c.html", artifact_dir=None).read_text()
+    assert "Confirmed at full length?" in page and expected in page
+
+
+def test_reports_of_known_studies_render_in_chromium_within_the_page_width(
+    structured: optuna.Study, tmp_path: Path
+) -> None:
+    source, _ = confirmed(tmp_path, "shown", {1: [5.0, 5.1, 5.2], 2: [6.0, 6.1, 6.2], 0: [8.0, 8.1, 8.2]})
+    for study in (structured, source):
+        path = write_report(study, tmp_path / f"{study.study_name}.html", artifact_dir=None)
+        probe = path.with_name(f"probe-{path.name}")
+        measure = (
+            "<script>window.addEventListener('load',()=>setTimeout(()=>{document.body.setAttribute('data-width',"
+            "document.documentElement.scrollWidth)},500))</script></body>"
+        )
+        probe.write_text(path.read_text().replace("</body>", measure))
+        dom, log = browse(probe.as_uri(), tmp_path)
+        assert "Uncaught" not in log, log[-2000:]
+        width = int(re.search(r'data-width="(\d+)"', dom).group(1))  # type: ignore[union-attr]
+        assert width <= 1280, f"{study.study_name}: the page is {width} px wide in a 1280 px window"
+        assert dom.count('class="main-svg"') >= 2 * dom.count('class="plotly-graph-div')

@@ -1,0 +1,142 @@
+"""The sampling sweep: one trained model scored at every combination with the same noise, the
+trial's value is the best full-count combination, and a retry rescores nothing already stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from hpo.scoring import score as score_module
+from hpo.scoring import sweep as sweep_module
+from hpo.scoring.score import Scorer, make_scorer
+from hpo.scoring.sweep import ComboScore, run_sweep
+from hpo.service import objective as objective_module
+from hpo.service.storage import open_storage
+from hpo.service.study import create_or_resume
+from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
+from hpo.spec.config import ScoreConfig
+from hpo.spec.loading import load_spec
+from hpo.spec.sampling import SamplingConfig
+from hpo.training import generate as generate_module
+from hpo.training.data import ImageData
+from hpo.training.model import DiffusionModel
+from hpo.training.trainer import train
+from tests.conftest import tiny_config
+from tests.service_helpers import write_spec
+
+COMBOS = [SamplingConfig(w, n) for w in (1.0, 2.0) for n in (3, 6)]
+Trained = tuple[DiffusionModel, Scorer]
+
+
+@pytest.fixture(scope="module")
+def trained(digits8: ImageData, cache_dir: Path) -> Trained:
+    result = train(tiny_config(kimg=1.6, batch_size=32, num_evals=1, timesteps=50), digits8)
+    scorer = make_scorer(
+        ScoreConfig(features="classifier", num_samples=48, batch_size=16), digits8, device=torch.device("cpu"),
+        cache_dir=cache_dir / "scoring",
+    )  # fmt: skip
+    return result.model, scorer
+
+
+def test_every_combination_starts_from_the_same_noise_and_labels(
+    trained: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, scorer = trained
+    seen: dict[tuple[float, int], list[torch.Tensor]] = {}
+    real = generate_module.sample_ddim
+
+    def recording(denoise, schedule, x, *, steps, eta, generator):  # type: ignore[no-untyped-def]
+        key = (round(float(x.sum()), 4), steps)
+        seen.setdefault(key, []).append(x.clone())
+        return real(denoise, schedule, x, steps=steps, eta=eta, generator=generator)
+
+    monkeypatch.setattr(generate_module, "sample_ddim", recording)
+    result = run_sweep(scorer, model, COMBOS, class_frequencies=torch.full((10,), 0.1))
+    starts = {(round(float(x.sum()), 4)) for xs in seen.values() for x in xs}
+    assert len(starts) == 3  # the same 3 batches of initial noise (48 samples / batch 16) for all 4 combinations
+    assert {s.sampling for s in result.scores} == set(COMBOS) and all(s.num_samples == 48 for s in result.scores)
+    assert result.best.fid == min(s.fid for s in result.full)
+
+
+def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
+    trained: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, scorer = trained
+    drawn: list[int] = []
+    real = score_module.sample_features
+
+    def counting(*args, start: int, n: int, **kwargs):  # type: ignore[no-untyped-def]
+        drawn.append(n)
+        return real(*args, start=start, n=n, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "sample_features", counting)
+    result = run_sweep(scorer, model, COMBOS, screen_samples=16, rescore_top=1)
+    assert [s.stage for s in result.scores] == ["screen"] * 4 + ["full"]
+    assert drawn == [16] * 4 + [32]  # the finalist's 16 screening samples are the first 16 of its 48
+    screened_best = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid)
+    assert result.best.sampling == screened_best.sampling and result.best.num_samples == 48
+
+
+def test_known_scores_are_not_recomputed(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, scorer = trained
+    first = run_sweep(scorer, model, COMBOS)
+    calls: list[int] = []
+    real = score_module.sample_features
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "sample_features", counting)
+    again = run_sweep(scorer, model, COMBOS, known=first.scores[:3])
+    assert len(calls) == 1
+    assert [s.fid for s in again.scores] == pytest.approx([s.fid for s in first.scores], rel=1e-6)
+    assert ComboScore.from_dict(first.scores[0].to_dict()) == first.scores[0]
+
+
+def test_a_retried_trial_rescores_only_the_combinations_not_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt is stopped (as by SIGTERM) after two combinations; its retry resumes from the
+    final checkpoint, keeps the two stored scores and scores the other two."""
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            study={"name": "sweep", "n_trials": 1},
+            search={"lr": {"type": "float", "low": 1e-3, "high": 2e-3}},
+            sampling={"guidance_scale": [1.0, 2.0], "ddim_steps": [3, 6]},
+            score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 4},
+            baselines=[{"lr": 1.5e-3}],
+        )
+    )
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    study, _ = create_or_resume(spec, open_storage(url))
+    scored: list[tuple[float, int]] = []
+    real = objective_module.run_sweep
+
+    def stop_after_two(*args, on_score, **kwargs):  # type: ignore[no-untyped-def]
+        def record(entry: ComboScore) -> None:
+            scored.append((entry.sampling.guidance_scale, entry.sampling.ddim_steps))
+            on_score(entry)
+            if len(scored) == 2:
+                raise WorkerStopping
+
+        return real(*args, on_score=record, **kwargs)
+
+    monkeypatch.setattr(objective_module, "run_sweep", stop_after_two)
+    opts = WorkerOptions(url=url, study="sweep", exit_when_idle=True, artifact_dir=tmp_path / "art", poll_seconds=0.1)
+    Worker(opts).serve()
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert trials[0].user_attrs["fail_reason"] == "worker_stopped"
+    assert len(scored) == 4 and len(set(scored)) == 4  # two before the stop, the other two after
+    sweep = [ComboScore.from_dict(d) for d in trials[1].user_attrs["sweep"]]
+    assert len(sweep) == 4 and trials[1].value == min(s.fid for s in sweep)
+    assert trials[1].user_attrs["sampling"] == min(sweep, key=lambda s: s.fid).sampling.as_dict()
+    assert not (tmp_path / "art" / "checkpoints" / "sweep" / "trial-0.pt").exists()  # deleted once complete
+    assert optuna.load_study(study_name="sweep", storage=url).best_value == trials[1].value
