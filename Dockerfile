@@ -6,14 +6,16 @@ ARG FETCH_WEIGHTS=1
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    HPO_FID_WEIGHTS=/opt/hpo/weights/inception-2015-12-05.pt
+    HPO_FID_WEIGHTS=/opt/hpo/weights/inception-2015-12-05.pt \
+    PYTHONPATH=/app/models
 
 WORKDIR /app
 
 # Dependencies first: this layer is rebuilt only when pyproject.toml changes.
 COPY pyproject.toml README.md ./
 COPY hpo/__init__.py hpo/__init__.py
-RUN pip install . && pip uninstall -y hpo
+# hadolint ignore=DL3013
+RUN pip install ".[tensorboard]" && pip uninstall -y hpo
 
 # Then the source.
 COPY hpo/ hpo/
@@ -24,7 +26,7 @@ RUN pip install --no-deps .
 # then a non-root user, and the artifact store, caches and reports as folders it can write.
 RUN if [ "$FETCH_WEIGHTS" = "1" ]; then hpo fetch-weights --dest "$HPO_FID_WEIGHTS"; fi \
     && useradd --create-home --uid 1000 hpo \
-    && mkdir -p /app/.hpo/artifacts /app/.hpo/cache /app/reports /app/data \
+    && mkdir -p /app/.hpo/artifacts /app/.hpo/cache /app/reports /app/data /app/models \
     && chown -R 1000:1000 /app/.hpo /app/reports
 USER 1000:1000
 

@@ -55,7 +55,7 @@ def study_spec(name: str, data: dict[str, Any], trials: int, kimg: float) -> dic
         study={**DIGITS["study"], "name": name, "n_trials": trials},
         data=data,
         merge_train={"kimg": kimg, "num_evals": 4, "val_images": 128},
-        sampling={"guidance_scale": 2.0, "ddim_steps": 20},
+        sampling={"guidance_scale": 1.0, "ddim_steps": 20},
         search={**DIGITS["search"], "prediction": {"type": "categorical", "choices": ["eps", "v"]}},
         sampler={"name": "random", "seed": 0},
         pruner={"name": "none"},
@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--kimg", type=float, default=8.0)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     quiet()
     torch.set_num_threads(args.threads)

@@ -6,6 +6,7 @@ import copy
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,14 @@ def deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+# One data and scoring cache for the whole test session: preprocessed images and the feature
+# classifier are keyed by content, so tests share them instead of retraining the classifier each time.
+SHARED_CACHE = Path(tempfile.mkdtemp(prefix="hpo-test-cache-"))
+
+
 def write_spec(folder: Path, name: str = "spec.yaml", **changes: Any) -> Path:
     spec = deep_update(TINY_SPEC, changes)
-    spec["data"]["cache_dir"] = str(folder / "cache")
+    spec["data"].setdefault("cache_dir", str(SHARED_CACHE))
     path = folder / name
     path.write_text(yaml.safe_dump(spec))
     return path

@@ -89,7 +89,7 @@ def test_the_services_commands_run_a_study_as_plain_processes(pg_url: str, tmp_p
     app = tmp_path / "app"
     (app / "reports").mkdir(parents=True)
     env = hpo_env(pg_url)  # HPO_STORAGE, as compose sets it
-    spec = write_spec(tmp_path, study={"name": "compose", "n_trials": 3})
+    spec = write_spec(tmp_path, study={"name": "compose", "n_trials": 3}, tracking={"tensorboard": True})
     worker_cmd = as_local(services["workers"]["command"], app)
     assert worker_cmd[:3] == ["worker", "--gpus", "all"]
     worker = subprocess.Popen(
@@ -126,6 +126,11 @@ def test_the_services_commands_run_a_study_as_plain_processes(pg_url: str, tmp_p
         report = app / "reports" / "compose.html"
         assert report.exists() and "data:image/png;base64," in report.read_text()
         assert dashboard_study_names(port, dashboard) == ["compose"]
+        assert tensorboard_runs(services, app, env) == [
+            "compose/trial-0000",
+            "compose/trial-0001",
+            "compose/trial-0002",
+        ]
     finally:
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=120)
@@ -133,3 +138,31 @@ def test_the_services_commands_run_a_study_as_plain_processes(pg_url: str, tmp_p
         dashboard.communicate(timeout=30)
     assert worker.returncode == 0, "worker failed:\n" + err[-3000:]
     assert PASSWORD not in out + err
+
+
+def tensorboard_runs(services: dict[str, Any], app: Path, env: dict[str, str]) -> list[str]:
+    """The `tensorboard` service's command, as a plain process: the runs it serves."""
+    import json
+    import time
+    import urllib.request
+
+    port = free_port()
+    cmd = as_local(services["tensorboard"]["command"], app)
+    cmd[cmd.index("--port") + 1] = str(port)
+    server = subprocess.Popen([sys.executable, "-m", "hpo", *cmd], env=env, cwd=app, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
+                    runs = sorted(json.load(response))
+                if runs:
+                    return runs
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "TensorBoard did not answer"
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
