@@ -14,6 +14,7 @@ level alone, and the training loss.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--kimg", type=float, default=8.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--save", type=Path, help="write every trial's curve and final FID here (JSON)")
     args = parser.parse_args()
     quiet()
     torch.set_num_threads(args.threads)
@@ -92,12 +94,16 @@ def main() -> None:
         "shapes": {"source": "shapes", "image_size": 16, "num_images": 2000, "val_fraction": 0.15},
     }
     tables = {}
+    saved: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in datasets.items():
             study, wall = run_study(study_spec(name, data, args.trials, args.kimg), Path(tmp) / name)
             done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
             curves = [t.user_attrs["curve"] for t in done]
+            saved[name] = [{"params": t.params, "curve": t.user_attrs["curve"], "fid": t.value} for t in done]
             tables[name] = (correlations(curves, [float(t.value) for t in done]), len(done), wall)  # type: ignore[arg-type]
+    if args.save is not None:
+        args.save.write_text(json.dumps(saved, indent=1))
     print(
         "Spearman rank correlation of each metric at evaluation k with the final classifier-FID "
         f"({args.trials} random trials per dataset, {args.kimg:g} kimg, 4 evaluation points, no pruning)"

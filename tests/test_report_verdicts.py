@@ -15,9 +15,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from hpo.report.data import Noise, complete, summarise, ties_with_best
+from hpo.report.data import complete, summarise, ties_with_best
 from hpo.report.importance import Importances, study_importances
 from hpo.report.render import write_report
+from hpo.scoring.noise import Noise
 from hpo.service.confirm import create_companion, verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume

@@ -141,4 +141,9 @@ def test_a_retried_trial_rescores_only_the_combinations_not_stored(
     assert len(sweep) == 4 and trials[1].value == min(s.fid for s in sweep)
     assert trials[1].user_attrs["sampling"] == min(sweep, key=lambda s: s.fid).sampling.as_dict()
     assert not (tmp_path / "art" / "checkpoints" / "sweep" / "trial-0.pt").exists()  # deleted once complete
-    assert optuna.load_study(study_name="sweep", storage=url).best_value == trials[1].value
+    stored = optuna.load_study(study_name="sweep", storage=url)
+    assert stored.best_value == trials[1].value
+    assert stored.user_attrs["fid_noise"]["pairs"] == 1  # the baseline was re-scored with a second sample set
+    assert trials[1].user_attrs["fid_noise"] == pytest.approx(
+        abs(trials[1].user_attrs["fid_repeat"] - trials[1].value) / 2**0.5
+    )

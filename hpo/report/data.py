@@ -13,37 +13,15 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.scoring.noise import Noise, pooled
 from hpo.scoring.sweep import ComboScore
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason
 
 
-@dataclass(frozen=True)
-class Noise:
-    """A score's seed-to-seed noise, pooled over the trials re-scored with a second sample set."""
-
-    sd: float | None  # standard deviation of one score
-    pairs: int  # re-scored trials it rests on
-
-    @property
-    def tie_margin(self) -> float:
-        """Two scores closer than this are tied: twice the standard deviation of their difference."""
-        return 2 * math.sqrt(2) * self.sd if self.sd is not None else 0.0
-
-    def tied(self, a: float, b: float) -> bool:
-        return self.sd is not None and abs(a - b) < self.tie_margin
-
-    def text(self) -> str:
-        if self.sd is None:
-            return "noise not measured yet (no trial re-scored)"
-        return f"± {self.sd:.2g} (sd from {self.pairs} re-scored trial{'s' if self.pairs != 1 else ''})"
-
-
 def noise_of(trials: Sequence[FrozenTrial]) -> Noise:
-    values = [float(v) for t in trials if isinstance(v := t.user_attrs.get("fid_noise"), (int, float))]
-    if not values:
-        return Noise(None, 0)
-    return Noise(math.sqrt(statistics.fmean(v * v for v in values)), len(values))
+    """The score noise pooled over every trial that was re-scored with a second sample set."""
+    return pooled([float(v) for t in trials if isinstance(v := t.user_attrs.get("fid_noise"), (int, float))])
 
 
 def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:

@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
+from hpo.scoring.noise import pair_sd, pooled
 from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
 from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
@@ -220,11 +221,17 @@ def _needs_repeat(trial: optuna.Trial, fid: float) -> bool:
 
 
 def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best: ComboScore) -> None:
+    """Score the best combination again with an independent sample set; the study keeps the pooled
+    noise of all such pairs (``fid_noise``: sd and the pairs it rests on)."""
     again = score(
         ctx.get_scorer(), model, best.sampling, class_frequencies=ctx.data.class_frequencies(), seed=REPEAT_SEED
     )
+    estimate = pair_sd(again.fid, best.fid)
     trial.set_user_attr("fid_repeat", again.fid)
-    trial.set_user_attr("fid_noise", abs(again.fid - best.fid) / math.sqrt(2))
+    trial.set_user_attr("fid_noise", estimate)
+    others = [t.user_attrs["fid_noise"] for t in trial.study.get_trials(deepcopy=False) if "fid_noise" in t.user_attrs]
+    noise = pooled([*others, estimate])
+    trial.study.set_user_attr("fid_noise", {"sd": noise.sd, "pairs": noise.pairs})
 
 
 def _artifacts(

@@ -38,6 +38,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 
 from hpo.errors import HpoError
+from hpo.service.trials import RetryStaleTrial
 
 log = logging.getLogger("hpo.storage")
 
@@ -266,8 +267,6 @@ def open_storage(
     """A storage with pooled, pre-pinged connections; with ``heartbeat``, stale trials are failed
     and retried (only inside ``study.optimize``). ``must_exist`` (read-only commands): a missing
     SQLite file is an error, not a new empty database."""
-    from hpo.service.trials import RetryStaleTrial
-
     path = sqlite_path(url)
     if must_exist and path is not None and not path.exists():
         raise HpoError(

@@ -1,0 +1,42 @@
+"""A score's noise: how much FID moves between two independent sample sets of the same weights.
+
+Each re-scored trial gives one pair (a, b); |a − b| / √2 estimates the standard deviation of one
+score, and the pooled estimate over n pairs is the root mean square of those. Two scores closer than
+twice the standard deviation of their difference (2·√2·sd) are tied: the noise alone could order them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Noise:
+    sd: float | None  # standard deviation of one score; None when no pair was measured
+    pairs: int  # re-scored trials it rests on
+
+    @property
+    def tie_margin(self) -> float:
+        return 2 * math.sqrt(2) * self.sd if self.sd is not None else 0.0
+
+    def tied(self, a: float, b: float) -> bool:
+        return self.sd is not None and abs(a - b) < self.tie_margin
+
+    def text(self) -> str:
+        if self.sd is None:
+            return "noise not measured yet (no trial re-scored)"
+        return f"± {self.sd:.2g} (sd from {self.pairs} re-scored trial{'s' if self.pairs != 1 else ''})"
+
+
+def pair_sd(a: float, b: float) -> float:
+    """One pair's estimate of a score's standard deviation."""
+    return abs(a - b) / math.sqrt(2)
+
+
+def pooled(estimates: Sequence[float]) -> Noise:
+    if not estimates:
+        return Noise(None, 0)
+    return Noise(math.sqrt(statistics.fmean(e * e for e in estimates)), len(estimates))
