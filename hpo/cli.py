@@ -135,7 +135,7 @@ def _stop_during_startup(signum: int, frame: FrameType | None) -> None:
 def worker_cmd(
     study: Annotated[str | None, typer.Option(help="serve this study only (default: every unfinished one)")] = None,
     storage: StorageOpt = None,
-    gpus: Annotated[str, typer.Option(help="'all' or indices like 0,1: one process per GPU")] = "all",
+    gpus: Annotated[str, typer.Option(help="'all', 'cpu' or indices like 0,1: one process per GPU")] = "all",
     max_trials: Annotated[int | None, typer.Option(help="exit after this many trials", min=1)] = None,
     exit_when_idle: Annotated[bool, typer.Option(help="exit when no study has work left")] = False,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),

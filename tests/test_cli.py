@@ -85,6 +85,18 @@ def test_a_worker_stopped_while_it_starts_exits_cleanly_and_says_so(tmp_path: Pa
     assert "stopped by SIGTERM" in err and "Traceback" not in err, err
 
 
+def test_launch_on_the_default_embedded_database_runs_its_local_worker_to_the_end(tmp_path: Path) -> None:
+    """The quickstart's path: no storage given, one local worker on this machine (CPU or GPU)."""
+    spec = write_spec(tmp_path, study={"name": "local", "n_trials": 2})
+    done = subprocess.run(
+        [sys.executable, "-m", "hpo", "launch", str(spec), "--skip-doctor"],
+        env=hpo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2/2 finished" in done.stdout and (tmp_path / "hpo.db").exists()
+    assert (tmp_path / "reports" / "local.html").exists()
+
+
 def test_a_launch_whose_workers_all_failed_exits_nonzero_and_says_why(tmp_path: Path) -> None:
     poison = tmp_path / "poison"
     poison.mkdir()

@@ -13,7 +13,7 @@ from typing import IO
 import optuna
 
 from hpo.commands.status import best_text, progress_line, trials_table
-from hpo.commands.worker import worker_argv, worker_env
+from hpo.commands.worker import local_gpus, worker_argv, worker_env
 from hpo.errors import HpoError
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
@@ -49,12 +49,12 @@ class LocalWorker:
 def start_workers(url: str, study: str, n: int, *, artifacts: Path, detach: bool) -> list[LocalWorker]:
     """Local worker processes; the storage URL travels in the environment, not on the command line."""
     out = []
-    for i in range(n):
+    for i, gpus in enumerate(local_gpus(n)):
         opts = WorkerOptions(
             url=url, study=study, exit_when_idle=True, worker_index=i, artifact_dir=artifacts,
             poll_seconds=2.0, threads=threads_per_worker(n),
         )  # fmt: skip
-        argv = worker_argv(opts)
+        argv = worker_argv(opts, gpus=gpus)
         if detach:
             out.append(LocalWorker(subprocess.Popen(argv, env=worker_env(url), start_new_session=True)))
             continue

@@ -22,23 +22,33 @@ log = logging.getLogger("hpo.worker")
 
 
 def parse_gpus(gpus: str) -> list[int]:
-    """``all`` → every visible GPU (none on a CPU machine); ``0,1`` → those indices."""
+    """``all`` → every visible GPU (none on a CPU machine); ``cpu`` → none; ``0,1`` → those indices."""
     import torch
 
     count = torch.cuda.device_count()
     if gpus == "all":
         return list(range(count))
+    if gpus == "cpu":
+        return []
     try:
         wanted = [int(g) for g in gpus.split(",") if g.strip()]
     except ValueError:
-        raise HpoError(f"--gpus {gpus!r}: expected 'all' or comma-separated indices like 0,1") from None
+        raise HpoError(f"--gpus {gpus!r}: expected 'all', 'cpu' or comma-separated indices like 0,1") from None
     missing = [g for g in wanted if not 0 <= g < count]
     if missing:
         raise HpoError(f"--gpus {gpus!r}: no GPU {missing[0]} on this machine ({count} visible)")
     return wanted
 
 
-def worker_argv(opts: WorkerOptions, *, gpus: str = "0", report_dir: Path | None = None) -> list[str]:
+def local_gpus(n: int) -> list[str]:
+    """The ``--gpus`` of each of ``n`` local workers: GPUs round-robin, or the CPU when there is none."""
+    import torch
+
+    count = torch.cuda.device_count()
+    return [str(i % count) if count else "cpu" for i in range(n)]
+
+
+def worker_argv(opts: WorkerOptions, *, gpus: str, report_dir: Path | None = None) -> list[str]:
     """The command line of a worker process with ``opts`` (the storage URL travels in the
     environment, never on a command line that ``ps`` shows)."""
     cmd = [sys.executable, "-m", "hpo", "worker", "--gpus", gpus, "--worker-index", str(opts.worker_index)]
@@ -88,7 +98,7 @@ def run_workers(opts: WorkerOptions, gpus: str, report_dir: Path | None) -> None
     for i, gpu in enumerate(indices):
         child = replace(opts, worker_index=opts.worker_index + i)
         env = worker_env(opts.url, CUDA_VISIBLE_DEVICES=str(gpu))  # each child sees its GPU as device 0
-        children.append(subprocess.Popen(worker_argv(child, report_dir=report_dir), env=env))
+        children.append(subprocess.Popen(worker_argv(child, gpus="0", report_dir=report_dir), env=env))
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for child_proc in children:
