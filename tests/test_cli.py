@@ -123,7 +123,9 @@ def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path)
     dist: dict[str, BaseDistribution] = {"lr": FloatDistribution(1e-4, 1e-2)}
     curve = {"1": {"kimg": 0.4, "val_rel": 0.71}}
     study.add_trial(
-        optuna.create_trial(params={"lr": 1e-3}, distributions=dist, value=2.69, user_attrs={"curve": curve})
+        optuna.create_trial(
+            params={"lr": 1e-3}, distributions=dist, value=2.69, user_attrs={"curve": curve, "fid_noise": 0.3}
+        )
     )
     study.add_trial(
         optuna.create_trial(
@@ -131,8 +133,12 @@ def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path)
             user_attrs={"curve": curve, "fail_reason": "pruned_by_median"},
         )
     )  # fmt: skip
+    study.add_trial(
+        optuna.create_trial(params={"lr": 2e-3}, distributions=dist, value=3.0, user_attrs={"fid_noise": 0.4})
+    )
     done = hpo("status", "labels", url=url)
-    header, _, complete, pruned = done.stdout.strip().splitlines()[-4:]
+    assert "best classifier-FID 2.69 ± 0.35" in done.stdout  # the noise pooled over both re-scored trials
+    header, _, complete, pruned, _ = done.stdout.strip().splitlines()[-5:]
     assert header.split()[:4] == ["#", "state", "classifier-FID", "val_rel@last"]
     assert complete.split()[1:4] == ["COMPLETE", "2.69", "0.71"]
     assert pruned.split()[1:4] == ["PRUNED", "-", "0.71"] and "pruned_by_median" in pruned

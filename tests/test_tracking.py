@@ -6,6 +6,7 @@ points (as by SIGTERM) and its retry continues the same run."""
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -123,7 +124,10 @@ def test_evaluation_scalars_match_the_trials_stored_curve(tracked: tuple[optuna.
     for point in curve.values():
         step = round(point["kimg"] * 1000 / 16)
         assert by_step[step] == pytest.approx(point["val_rel"], rel=1e-5)
+        at_plus_two = [v for tag, s, v in recs if tag == "val/val_rel_at_p2.0" and s == step]
+        assert scalar(at_plus_two[0]) == pytest.approx(point["val_rel@+2.0"], rel=1e-5)  # per level, named legally
     assert any(tag == "samples/while_training" for tag, _, _ in recs)
+    assert all(re.fullmatch(r"[\w\-./]+", tag) for tag, _, _ in recs)  # no tag renamed by the writer
 
 
 def test_hparams_summary_holds_the_parameters_and_the_score(tracked: tuple[optuna.Study, Path]) -> None:

@@ -10,7 +10,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.service.storage import open_storage, redact
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
-from hpo.service.trials import current_attrs, fail_reason, retried_numbers
+from hpo.service.trials import current_attrs, fail_reason, noise_of, retried_numbers
 from hpo.training.validation import PRUNING_METRIC
 
 
@@ -29,12 +29,11 @@ def _fmt(value: object) -> str:
 
 
 def best_text(study: optuna.Study, p: Progress) -> str:
-    """The best score with its noise (±, from a second independent sample set) when measured."""
+    """The best score with the study's pooled noise (±, from second independent sample sets) when measured."""
     if p.best is None:
         return "-"
-    best = next((t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == p.best), None)
-    noise = best.user_attrs.get("fid_noise") if best is not None else None
-    return f"{p.best:.4g} ± {noise:.2g}" if isinstance(noise, (int, float)) else f"{p.best:.4g}"
+    noise = noise_of(study.get_trials(deepcopy=False))
+    return f"{p.best:.4g} ± {noise.sd:.2g}" if noise.sd is not None else f"{p.best:.4g}"
 
 
 def progress_line(p: Progress, metric: str = "FID", best: str | None = None) -> str:

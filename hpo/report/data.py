@@ -13,15 +13,10 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.scoring.noise import Noise, pooled
+from hpo.scoring.noise import Noise
 from hpo.scoring.sweep import ComboScore
 from hpo.service.study import metric_of, n_trials_of, progress
-from hpo.service.trials import current_attrs, fail_reason
-
-
-def noise_of(trials: Sequence[FrozenTrial]) -> Noise:
-    """The score noise pooled over every trial that was re-scored with a second sample set."""
-    return pooled([float(v) for t in trials if isinstance(v := t.user_attrs.get("fid_noise"), (int, float))])
+from hpo.service.trials import current_attrs, fail_reason, noise_of
 
 
 def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:

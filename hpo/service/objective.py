@@ -26,6 +26,7 @@ from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
 from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
 from hpo.service.space import suggest
 from hpo.service.study import pruned_reason
+from hpo.service.trials import noise_estimates
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
@@ -229,8 +230,8 @@ def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best:
     estimate = pair_sd(again.fid, best.fid)
     trial.set_user_attr("fid_repeat", again.fid)
     trial.set_user_attr("fid_noise", estimate)
-    others = [t.user_attrs["fid_noise"] for t in trial.study.get_trials(deepcopy=False) if "fid_noise" in t.user_attrs]
-    noise = pooled([*others, estimate])
+    others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
+    noise = pooled([*noise_estimates(others), estimate])
     trial.study.set_user_attr("fid_noise", {"sd": noise.sd, "pairs": noise.pairs})
 
 

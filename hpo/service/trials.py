@@ -12,6 +12,8 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.scoring.noise import Noise, pooled
+
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
     "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
@@ -78,3 +80,13 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             super().__call__(study, clean)
+
+
+def noise_estimates(trials: Sequence[FrozenTrial]) -> list[float]:
+    """Each re-scored trial's estimate of a score's standard deviation (``fid_noise``)."""
+    return [float(v) for t in trials if isinstance(v := t.user_attrs.get("fid_noise"), (int, float))]
+
+
+def noise_of(trials: Sequence[FrozenTrial]) -> Noise:
+    """The score noise pooled over every trial that was re-scored with a second sample set."""
+    return pooled(noise_estimates(trials))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -69,6 +70,12 @@ def plain_params(params: Mapping[str, Any]) -> dict[str, float | int | str | boo
     return {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in params.items()}
 
 
+def telemetry_name(name: str) -> str:
+    """A name every tracker accepts as it is (TensorBoard: letters, digits and ``_-./``; MLflow also
+    spaces and ``:``): ``val_rel@+6.0`` → ``val_rel_at_p6.0``, ``val_rel@-6.0`` → ``val_rel_at_-6.0``."""
+    return re.sub(r"[^\w\-./]", "_", name.replace("@", "_at_").replace("+", "p"))
+
+
 def scalars_of(point: EvalPoint) -> dict[str, float]:
     """An evaluation point's numbers under their telemetry names."""
-    return {f"val/{k}": float(v) for k, v in point.metrics.items()}
+    return {f"val/{telemetry_name(k)}": float(v) for k, v in point.metrics.items()}

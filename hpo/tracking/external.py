@@ -83,12 +83,6 @@ class WandbRun:
         self.run.finish()
 
 
-def mlflow_name(name: str) -> str:
-    """MLflow metric names allow letters, digits and ``_-. :/`` only: ``val/val_rel@+6.0`` →
-    ``val/val_rel_at_p6.0``."""
-    return re.sub(r"[^\w\-. :/]", "_", name.replace("@", "_at_").replace("+", "p"))
-
-
 class MlflowRun:
     def __init__(self, settings: MlflowSettings, info: RunInfo) -> None:
         import mlflow
@@ -114,7 +108,7 @@ class MlflowRun:
         self.mlflow.log_metric("train/images_per_second", point.images_per_second, step=point.steps[-1])
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None:
-        self.mlflow.log_metrics({mlflow_name(k): v for k, v in scalars_of(point).items()}, step=point.step)
+        self.mlflow.log_metrics(scalars_of(point), step=point.step)
         if grid is not None:
             self.mlflow.log_image(grid, f"samples/eval-{point.index}.png")
 
