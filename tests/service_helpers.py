@@ -93,8 +93,8 @@ def start_worker(url: str, folder: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def dashboard_study_names(port: int, server: subprocess.Popen[str], timeout: float = 60) -> list[str]:
-    """Poll a starting optuna-dashboard until its API answers; the names of the studies it serves."""
+def poll_json(url: str, server: subprocess.Popen[Any], what: str, timeout: float = 90) -> Any:
+    """Poll a starting server until ``url`` answers with non-empty JSON; that JSON."""
     import json
     import time
     import urllib.request
@@ -102,9 +102,18 @@ def dashboard_study_names(port: int, server: subprocess.Popen[str], timeout: flo
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as response:
-                return [s["study_name"] for s in json.load(response)["study_summaries"]]
+            with urllib.request.urlopen(url, timeout=5) as response:
+                data = json.load(response)
+            if data:
+                return data
         except OSError:
-            assert time.monotonic() < deadline, "the dashboard did not answer in time"
-            assert server.poll() is None, "the dashboard exited"
-            time.sleep(0.5)
+            pass
+        assert server.poll() is None, f"{what} exited"
+        assert time.monotonic() < deadline, f"{what} did not answer in time"
+        time.sleep(0.5)
+
+
+def dashboard_study_names(port: int, server: subprocess.Popen[str], timeout: float = 60) -> list[str]:
+    """The names of the studies a starting optuna-dashboard serves."""
+    data = poll_json(f"http://127.0.0.1:{port}/api/studies", server, "the dashboard", timeout)
+    return [s["study_name"] for s in data["study_summaries"]]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.pg import PASSWORD, free_port
-from tests.service_helpers import dashboard_study_names, hpo_env, write_spec
+from tests.service_helpers import dashboard_study_names, hpo_env, poll_json, write_spec
 
 ROOT = Path(__file__).parent.parent
 pytestmark = pytest.mark.slow
@@ -142,27 +142,13 @@ def test_the_services_commands_run_a_study_as_plain_processes(pg_url: str, tmp_p
 
 def tensorboard_runs(services: dict[str, Any], app: Path, env: dict[str, str]) -> list[str]:
     """The `tensorboard` service's command, as a plain process: the runs it serves."""
-    import json
-    import time
-    import urllib.request
-
     port = free_port()
     cmd = as_local(services["tensorboard"]["command"], app)
     cmd[cmd.index("--port") + 1] = str(port)
     server = subprocess.Popen([sys.executable, "-m", "hpo", *cmd], env=env, cwd=app, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
-                    runs = sorted(json.load(response))
-                if runs:
-                    return runs
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and server.poll() is None, "TensorBoard did not answer"
-            time.sleep(0.5)
+        return sorted(poll_json(f"http://127.0.0.1:{port}/data/runs", server, "TensorBoard"))
     finally:
         server.terminate()
         server.wait(timeout=30)

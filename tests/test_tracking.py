@@ -10,7 +10,6 @@ import re
 import struct
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections import Counter
@@ -28,7 +27,7 @@ from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
 from hpo.spec.loading import load_spec
 from tests.pg import free_port
-from tests.service_helpers import hpo_env, write_spec
+from tests.service_helpers import hpo_env, poll_json, write_spec
 from tests.test_report import browse
 
 pytestmark = pytest.mark.slow
@@ -237,7 +236,7 @@ def test_hpo_tensorboard_serves_the_scalars_and_its_page_renders(
     )
     try:
         query = urllib.parse.urlencode({"tag": "val/val_rel", "run": "trial-0000"})
-        points = poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}", server)
+        points = poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}", server, "TensorBoard")
         curve = study.get_trials()[1].user_attrs["curve"]
         assert sorted(p[2] for p in points) == pytest.approx(sorted(c["val_rel"] for c in curve.values()), rel=1e-5)
         dom, log = browse(f"http://127.0.0.1:{port}/", tmp_path)
@@ -245,20 +244,6 @@ def test_hpo_tensorboard_serves_the_scalars_and_its_page_renders(
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-
-def poll_json(url: str, server: subprocess.Popen[bytes], timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                data = json.load(response)
-                if data:
-                    return data
-        except OSError:
-            pass
-        assert time.monotonic() < deadline and server.poll() is None, "TensorBoard did not answer"
-        time.sleep(0.5)
 
 
 def test_an_unknown_study_has_no_logs_to_serve(tmp_path: Path) -> None:
