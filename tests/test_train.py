@@ -190,3 +190,19 @@ def test_should_stop_ends_the_run_at_once_and_writes_no_checkpoint_after(digits8
     assert err.value.step == cfg.eval_steps()[0]  # stopped at the first poll after the first save
     state = torch.load(ckpt, weights_only=True)
     assert state["step"] == cfg.eval_steps()[0]  # nothing saved after the stop
+
+
+def test_may_save_is_asked_before_each_save_and_refusing_stops_the_run(digits8: ImageData, tmp_path: Path) -> None:
+    cfg = tiny_config(kimg=3, batch_size=32, num_evals=3)
+    ckpt = tmp_path / "ckpt.pt"
+    asked: list[bool] = []
+
+    def only_the_first_save() -> bool:
+        asked.append(not ckpt.exists())
+        return asked[-1]
+
+    with pytest.raises(TrainingStopped) as err:
+        train(cfg, digits8, may_save=only_the_first_save, checkpoint=ckpt)
+    assert asked == [True, False]  # asked at save points only, not at every step
+    assert err.value.step == cfg.eval_steps()[1]
+    assert torch.load(ckpt, weights_only=True)["step"] == cfg.eval_steps()[0]

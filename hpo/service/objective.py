@@ -103,6 +103,7 @@ def _train(
             on_eval=_reporter(trial, ctx, cfg, runs, preview),
             on_sync=runs.on_sync,
             should_stop=(lambda: storage.is_lost(trial._trial_id)) if storage is not None else None,
+            may_save=(lambda: storage.still_owned(trial._trial_id)) if storage is not None else None,
             checkpoint=checkpoint,
         )
     except TrainingAborted as err:

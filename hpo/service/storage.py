@@ -10,7 +10,9 @@ A database restart must not cost healthy trials anything. :class:`ResilientStora
 * keeps heartbeats alive: a failed heartbeat is retried and logged, never ends the heartbeat thread
   (Optuna's thread dies on the first exception);
 * after each heartbeat, checks that its trial is still RUNNING; if another worker failed it as stale,
-  :meth:`is_lost` says so, and the trial stops training at its next step;
+  :meth:`is_lost` says so, and the trial stops training at its next step; before each checkpoint
+  save :meth:`still_owned` asks the database at once, so a worker whose trial was failed between
+  two heartbeats never writes the checkpoint its retry resumes from;
 * does not judge staleness right after an outage: while the server has been up for less than the
   grace period (or this process saw the database unreachable that recently), heartbeats that
   lapsed during the outage are not held against their trials.
@@ -28,12 +30,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 
@@ -47,6 +49,7 @@ DEFAULT_DB = "hpo.db"
 # Per process: 2 pooled + 2 overflow connections. 32 workers × 2 + the dashboard stays well under
 # PostgreSQL's default max_connections=100; overflow covers the heartbeat thread and the start lock.
 POOL = {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True, "pool_recycle": 300}
+HEARTBEAT_WARN_EVERY = 60.0  # seconds: a failing heartbeat is said at first, then once a minute
 T = TypeVar("T")
 
 
@@ -142,12 +145,26 @@ def is_storage_error(err: BaseException | None) -> bool:
 class ResilientStorage(RDBStorage):
     """An RDBStorage that survives database outages shorter than ``outage_seconds`` (see above)."""
 
+    _last_lost: ClassVar[float] = -float("inf")  # per process (a worker holds two storages)
+
     def __init__(self, url: str, *, outage_seconds: float = 120.0, **kwargs: Any) -> None:
         super().__init__(url, **kwargs)
         self.outage_seconds = outage_seconds
         self._lost: set[int] = set()
         self._last_outage = 0.0  # monotonic time this process last saw the database unreachable
         self._lock = threading.Lock()
+        self._beat_failing: dict[int, tuple[float, float]] = {}  # trial id: (failing since, last said)
+        event.listen(self.engine, "invalidate", self._on_connection_lost)
+
+    def _on_connection_lost(self, _dbapi_conn: Any, _record: Any, err: BaseException | None) -> None:
+        """A pooled connection died (server restarted or stopped): an outage, even one so short
+        that the pre-ping reconnects before any call fails. Said once per outage."""
+        if err is None:  # invalidated on purpose, not lost
+            return
+        now = self._last_outage = time.monotonic()
+        last, ResilientStorage._last_lost = ResilientStorage._last_lost, now
+        if now - last > POOL["pool_recycle"]:  # older connections are recycled unpinged: same outage
+            log.warning("database connection lost (%s); reconnecting", _short(err))
 
     def retrying(self, call: Callable[[], T], what: str) -> T:
         delay, deadline, warned = 0.5, time.monotonic() + self.outage_seconds, False
@@ -172,24 +189,56 @@ class ResilientStorage(RDBStorage):
             try:
                 super().record_heartbeat(trial_id)
                 self._check_still_running(trial_id)
+                self._beat_recovered(trial_id)
                 return
             except Exception as err:  # the heartbeat thread must survive anything
                 self._last_outage = time.monotonic()
                 if time.monotonic() + delay > deadline:
-                    log.warning(
-                        "heartbeat of trial id %d failed (%s); next try in %.0f s", trial_id, _short(err), interval
-                    )
+                    self._beat_failed(trial_id, err, interval)
                     return
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def _beat_failed(self, trial_id: int, err: BaseException, interval: float) -> None:
+        """Said at the first failure, then once a minute: an outage is one story, not a line a beat."""
+        now = time.monotonic()
+        since, said = self._beat_failing.get(trial_id, (now, -float("inf")))
+        if now - said >= HEARTBEAT_WARN_EVERY:
+            failing = f"failing for {now - since:.0f} s" if now > since else "failed"
+            log.warning(
+                "heartbeat of trial id %d %s (%s); next try in %.0f s", trial_id, failing, _short(err), interval
+            )
+            said = now
+        self._beat_failing[trial_id] = (since, said)
+
+    def _beat_recovered(self, trial_id: int) -> None:
+        failing = self._beat_failing.pop(trial_id, None)
+        if failing is not None:
+            log.info("heartbeat of trial id %d is back after %.0f s", trial_id, time.monotonic() - failing[0])
+
     def _check_still_running(self, trial_id: int) -> None:
         state = super().get_trial(trial_id).state
         if state != TrialState.RUNNING:
-            with self._lock:
-                if trial_id not in self._lost:
-                    log.warning("trial id %d is %s while this worker runs it; stopping it", trial_id, state.name)
-                self._lost.add(trial_id)
+            self.mark_lost(trial_id, state)
+
+    def still_owned(self, trial_id: int) -> bool:
+        """Asks the database now (the heartbeat asks only once an interval): False once the trial
+        was finished by someone else. An unreachable database does not take the trial away."""
+        if trial_id in self._lost:
+            return False
+        try:
+            self._check_still_running(trial_id)
+        except Exception as err:  # an outage: keep going, the heartbeat will tell
+            log.debug("could not check trial id %d (%s)", trial_id, _short(err))
+        return trial_id not in self._lost
+
+    def mark_lost(self, trial_id: int, state: TrialState) -> None:
+        """Someone else finished this worker's trial (failed it as stale): stop running it. Called
+        by the heartbeat, or by the objective when a report finds the trial finished first."""
+        with self._lock:
+            if trial_id not in self._lost:
+                log.warning("trial id %d is %s while this worker runs it; stopping it", trial_id, state.name)
+            self._lost.add(trial_id)
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
         """Finishing a trial is retried through an outage; if an attempt committed before its
@@ -257,7 +306,11 @@ for _name in IDEMPOTENT:
 
 
 def _short(err: BaseException) -> str:
+    while isinstance(err, optuna.exceptions.StorageInternalError) and err.__cause__ is not None:
+        err = err.__cause__  # Optuna's wrapper guesses "invalid data"; the cause says what happened
     message = str(getattr(err, "orig", None) or err).strip()
+    if message in ("", "()"):  # the pool's pre-ping failure carries no message
+        return "the server closed it"
     return message.splitlines()[0][:200] if message else type(err).__name__
 
 

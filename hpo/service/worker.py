@@ -162,6 +162,13 @@ class Worker:
                 raise
             except (TrialFailed, TrialLost, optuna.TrialPruned):
                 raise
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # a report or attribute found the trial failed as stale before the heartbeat did
+                state = storage.get_trial(trial._trial_id).state
+                if not state.is_finished():
+                    raise
+                storage.mark_lost(trial._trial_id, state)
+                raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
             except Exception as err:
                 log.exception("trial %d failed", trial.number)
                 trial.set_user_attr("fail_reason", "error")

@@ -290,6 +290,7 @@ def train(
     on_eval: OnEval | None = None,
     on_sync: OnSync | None = None,
     should_stop: Callable[[], bool] | None = None,
+    may_save: Callable[[], bool] | None = None,
     checkpoint: Path | None = None,
 ) -> TrainResult:
     """Train for ``config.kimg`` thousand images; call ``on_eval`` at each of the K fixed points.
@@ -297,6 +298,8 @@ def train(
     With ``checkpoint``, state is saved there at every evaluation point, and a run that finds a
     checkpoint resumes from it, first re-emitting the evaluation points it already passed.
     ``should_stop`` is polled at every step and before every save: True raises TrainingStopped.
+    ``may_save``, a check too slow for every step (a database query), is asked before every save
+    too: False raises TrainingStopped.
     """
     device = resolve_device(config.device)
     devices = [device] if device.type == "cuda" else []
@@ -305,7 +308,12 @@ def train(
         if checkpoint is not None and checkpoint.exists():
             trainer.load_state(load_checkpoint(checkpoint))
             log.info("resumed from %s at step %d", checkpoint, trainer.step)
-        return _run(trainer, on_eval, on_sync, should_stop or (lambda: False), checkpoint)
+        stop = should_stop or (lambda: False)
+
+        def save_allowed() -> bool:
+            return not stop() and (may_save is None or may_save())
+
+        return _run(trainer, on_eval, on_sync, stop, save_allowed, checkpoint)
 
 
 def _run(
@@ -313,6 +321,7 @@ def _run(
     on_eval: OnEval | None,
     on_sync: OnSync | None,
     should_stop: Callable[[], bool],
+    may_save: Callable[[], bool],
     checkpoint: Path | None,
 ) -> TrainResult:
     cfg = trainer.cfg
@@ -340,7 +349,7 @@ def _run(
             point = trainer.evaluate(eval_at[trainer.step])
             trainer.history.append(point)
             if checkpoint is not None:
-                if should_stop():
+                if not may_save():
                     raise TrainingStopped(trainer.step)
                 atomic_save(trainer.state(), checkpoint)
             if on_eval is not None:
