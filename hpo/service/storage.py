@@ -153,6 +153,7 @@ class ResilientStorage(RDBStorage):
         self._lost: set[int] = set()
         self._last_outage = 0.0  # monotonic time this process last saw the database unreachable
         self._lock = threading.Lock()
+        self._retrying_here = threading.local()
         self._beat_failing: dict[int, tuple[float, float]] = {}  # trial id: (failing since, last said)
         event.listen(self.engine, "invalidate", self._on_connection_lost)
 
@@ -167,6 +168,15 @@ class ResilientStorage(RDBStorage):
             log.warning("database connection lost (%s); reconnecting", _short(err))
 
     def retrying(self, call: Callable[[], T], what: str) -> T:
+        if getattr(self._retrying_here, "active", False):  # a retried call inside another: the outer one retries
+            return call()
+        self._retrying_here.active = True
+        try:
+            return self._retry(call, what)
+        finally:
+            self._retrying_here.active = False
+
+    def _retry(self, call: Callable[[], T], what: str) -> T:
         delay, deadline, warned = 0.5, time.monotonic() + self.outage_seconds, False
         while True:
             try:
@@ -264,9 +274,13 @@ class ResilientStorage(RDBStorage):
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
         grace = self.grace_period if self.grace_period is not None else 2 * (self.heartbeat_interval or 30)
-        if time.monotonic() - self._last_outage < grace or self._server_uptime() < grace:
-            return []  # heartbeats that lapsed during an outage are not held against their trials
-        return super()._get_stale_trial_ids(study_id)
+
+        def stale() -> list[int]:
+            if time.monotonic() - self._last_outage < grace or self._server_uptime() < grace:
+                return []  # heartbeats that lapsed during an outage are not held against their trials
+            return RDBStorage._get_stale_trial_ids(self, study_id)
+
+        return self.retrying(stale, "checking for stale trials")
 
     def _server_uptime(self) -> float:
         if self.engine.dialect.name != "postgresql":
@@ -276,7 +290,20 @@ class ResilientStorage(RDBStorage):
         return float(seconds or 0.0)
 
 
+# Every read, and the writes that set a value (not the ones that append). Optuna's _CachedStorage,
+# which every Study wraps around its storage, reads trials through the private _get_trials and
+# _get_best_trial_id: without them a pruning check in the middle of a restart failed its trial.
 IDEMPOTENT = (
+    "_get_trials",
+    "_get_best_trial_id",
+    "get_best_trial",
+    "get_n_trials",
+    "get_all_studies",
+    "get_study_directions",
+    "get_study_name_from_id",
+    "get_trial_number_from_id",
+    "get_trial_params",
+    "get_trial_system_attrs",
     "get_trial",
     "get_all_trials",
     "get_trial_id_from_study_id_trial_number",
