@@ -206,6 +206,8 @@ STUDY_CALLS: dict[str, Callable[[optuna.Study, optuna.Trial], object]] = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")  # ask/tell outside optimize, on purpose
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 @pytest.mark.parametrize("call", list(STUDY_CALLS))
 def test_every_call_a_running_trial_makes_rides_out_a_dropped_connection(tmp_path: Path, call: str) -> None:
     """Optuna's cached study reads through private storage methods; a pruning check that met a
