@@ -228,8 +228,11 @@ class ResilientStorage(RDBStorage):
 
     def _check_still_running(self, trial_id: int) -> None:
         state = super().get_trial(trial_id).state
-        if state != TrialState.RUNNING:
-            self.mark_lost(trial_id, state)
+        if state != TrialState.RUNNING:  # someone else finished it (failed it as stale): stop running it
+            with self._lock:
+                if trial_id not in self._lost:
+                    log.warning("trial id %d is %s while this worker runs it; stopping it", trial_id, state.name)
+                self._lost.add(trial_id)
 
     def still_owned(self, trial_id: int) -> bool:
         """Asks the database now (the heartbeat asks only once an interval): False once the trial
@@ -241,14 +244,6 @@ class ResilientStorage(RDBStorage):
         except Exception as err:  # an outage: keep going, the heartbeat will tell
             log.debug("could not check trial id %d (%s)", trial_id, _short(err))
         return trial_id not in self._lost
-
-    def mark_lost(self, trial_id: int, state: TrialState) -> None:
-        """Someone else finished this worker's trial (failed it as stale): stop running it. Called
-        by the heartbeat, or by the objective when a report finds the trial finished first."""
-        with self._lock:
-            if trial_id not in self._lost:
-                log.warning("trial id %d is %s while this worker runs it; stopping it", trial_id, state.name)
-            self._lost.add(trial_id)
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
         """Finishing a trial is retried through an outage; if an attempt committed before its

@@ -164,10 +164,8 @@ class Worker:
                 raise
             except optuna.exceptions.UpdateFinishedTrialError:
                 # a report or attribute found the trial failed as stale before the heartbeat did
-                state = storage.get_trial(trial._trial_id).state
-                if not state.is_finished():
+                if storage.still_owned(trial._trial_id):
                     raise
-                storage.mark_lost(trial._trial_id, state)
                 raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
             except Exception as err:
                 log.exception("trial %d failed", trial.number)
