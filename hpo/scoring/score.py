@@ -50,13 +50,18 @@ class SampleFeatures:
     hits: int
     sampling_seconds: float
     feature_seconds: float
+    images: torch.Tensor | None = None  # the uint8 samples (CPU), when asked to keep them
 
     def __add__(self, other: SampleFeatures) -> SampleFeatures:
+        images = None
+        if self.images is not None and other.images is not None:
+            images = torch.cat([self.images, other.images])
         return SampleFeatures(
             np.concatenate([self.feats, other.feats]),
             self.hits + other.hits,
             self.sampling_seconds + other.sampling_seconds,
             self.feature_seconds + other.feature_seconds,
+            images,
         )
 
 
@@ -105,10 +110,13 @@ def sample_features(
     start: int,
     n: int,
     seed: int,
+    keep_images: bool = False,
 ) -> SampleFeatures:
-    """Generate samples start..start+n−1 with ``sampling`` and extract their features."""
+    """Generate samples start..start+n−1 with ``sampling`` and extract their features (and keep the
+    images themselves with ``keep_images``)."""
     extractor = scorer.extractor
     feats, hits, sampling_s, feature_s = [], 0, 0.0, 0.0
+    kept: list[torch.Tensor] = []
     batches = sample_batches(model, sampling, labels, start=start, n=n, batch_size=scorer.config.batch_size, seed=seed)
     first = start
     while True:
@@ -117,6 +125,8 @@ def sample_features(
         t1 = time.perf_counter()
         if images is None:
             break
+        if keep_images:
+            kept.append(images.cpu())
         resized = resize_batch(extractor, images)
         feats.append(extractor(resized).cpu().numpy())
         if extractor.classify is not None and labels is not None:
@@ -124,7 +134,8 @@ def sample_features(
             hits += int((predicted == labels[first : first + images.shape[0]]).sum())
         first += images.shape[0]
         sampling_s, feature_s = sampling_s + (t1 - t0), feature_s + (time.perf_counter() - t1)
-    return SampleFeatures(np.concatenate(feats).astype(np.float64), hits, sampling_s, feature_s)
+    images_kept = torch.cat(kept) if keep_images else None
+    return SampleFeatures(np.concatenate(feats).astype(np.float64), hits, sampling_s, feature_s, images_kept)
 
 
 def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool, seed: int = 0) -> Scores:

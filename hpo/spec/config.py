@@ -21,6 +21,7 @@ Schedule = Literal["linear", "cosine", "sigmoid"]
 BetaScaling = Literal["scaled", "none"]
 Prediction = Literal["eps", "v", "x0"]
 Weighting = Literal["uniform", "min_snr"]
+LrSchedule = Literal["constant", "cosine", "linear"]
 Features = Literal["inception", "classifier"]
 
 TORCHVISION_DATASETS = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "SVHN")
@@ -116,6 +117,8 @@ class TrainConfig:
     adam_beta2: float = 0.999
     weight_decay: float = 0.0
     warmup_kimg: float = 0.0  # linear learning-rate warm-up, in thousands of images
+    lr_schedule: LrSchedule = "constant"  # after warm-up: constant, or cosine / linear decay to lr_floor at the end
+    lr_floor: float = 0.1  # cosine / linear: the final lr as a share of lr
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     ema_halflife_kimg: float = 0.5  # EMA half-life in thousands of images (EDM)
     ema_rampup: float = 0.05  # EMA warm-up: half-life at most this share of images seen; 0 disables
@@ -155,6 +158,7 @@ class TrainConfig:
         require(0.0 <= self.dropout < 1.0, "dropout", f"must be in [0, 1), got {self.dropout}")
         require(self.grad_clip >= 0.0, "grad_clip", f"must be >= 0, got {self.grad_clip}")
         require(self.warmup_kimg >= 0.0, "warmup_kimg", f"must be >= 0, got {self.warmup_kimg}")
+        within(self.lr_floor, 0.0, 1.0, "lr_floor")
         require(self.ema_halflife_kimg > 0.0, "ema_halflife_kimg", f"must be positive, got {self.ema_halflife_kimg}")
         require(self.ema_rampup >= 0.0, "ema_rampup", f"must be >= 0, got {self.ema_rampup}")
         require(self.diverge_factor > 1.0, "diverge_factor", f"must be > 1, got {self.diverge_factor}")

@@ -26,7 +26,7 @@ from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, r
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.model import DiffusionModel, build_network, count_parameters
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
-from hpo.training.validation import ValidationProbe, evaluate_probe, make_probe
+from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
 
 log = logging.getLogger("hpo.train")
 
@@ -120,9 +120,18 @@ def ema_beta(cfg: TrainConfig, images_seen: int) -> float:
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
-    """The learning rate of optimizer step ``step`` (0-based): linear warm-up in images."""
+    """The learning rate of optimizer step ``step`` (0-based): linear warm-up in images, then
+    ``lr_schedule``: constant, or a cosine / linear decay that reaches ``lr_floor`` × lr at the last
+    step of the budget, so that a shortened run is a complete run rather than the start of a long one."""
     warmup = cfg.warmup_kimg * 1000.0
-    return cfg.lr * (min(1.0, (step + 1) * cfg.batch_size / warmup) if warmup > 0 else 1.0)
+    images = (step + 1) * cfg.batch_size
+    ramp = min(1.0, images / warmup) if warmup > 0 else 1.0
+    if cfg.lr_schedule == "constant":
+        return cfg.lr * ramp
+    last = max(cfg.total_steps - 1, 1)
+    progress = min(1.0, step / last)
+    shape = 0.5 * (1.0 + math.cos(math.pi * progress)) if cfg.lr_schedule == "cosine" else 1.0 - progress
+    return cfg.lr * ramp * (cfg.lr_floor + (1.0 - cfg.lr_floor) * shape)
 
 
 @torch.no_grad()
@@ -168,6 +177,9 @@ class Trainer:
         self.schedule = make_schedule(cfg)
         self.generator = torch.Generator(device).manual_seed(cfg.seed)
         self.probe: ValidationProbe = make_probe(self.data, num_images=cfg.val_images, num_levels=cfg.val_noise_levels)
+        self.train_probe = make_probe(
+            self.data, num_images=cfg.val_images, num_levels=cfg.val_noise_levels, split="train"
+        )
         self.step = 0
         self.losses: list[float] = []
         self.history: list[EvalPoint] = []
@@ -256,6 +268,11 @@ class Trainer:
             metrics = evaluate_probe(
                 self.ema, self.schedule, self.probe, prediction=self.cfg.prediction, conditional=self.conditional
             )
+            seen = evaluate_probe(
+                self.ema, self.schedule, self.train_probe, prediction=self.cfg.prediction, conditional=self.conditional
+            )
+        metrics["train_rel"] = seen["val_rel"]
+        metrics["gap"] = generalisation_gap(metrics["val_rel"], seen["val_rel"])
         recent = self.losses[-50:]
         metrics["train_loss"] = statistics.fmean(recent) if recent else float("nan")
         return EvalPoint(index, self.step, self.step * self.cfg.batch_size / 1000.0, metrics)

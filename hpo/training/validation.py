@@ -62,11 +62,20 @@ def pixel_moments(images: torch.Tensor, chunk: int = 1024) -> tuple[torch.Tensor
     return mean.float(), (squares / n - mean.pow(2)).clamp_min(1e-6).float()
 
 
-def make_probe(data: ImageData, *, num_images: int, num_levels: int) -> ValidationProbe:
-    n = min(num_images, data.val_images.shape[0])
+def make_probe(data: ImageData, *, num_images: int, num_levels: int, split: str = "val") -> ValidationProbe:
+    """The probe over the first held-out images, or (``split="train"``) over as many training images
+    with the same noise and levels: their ratio is the generalisation gap."""
+    images, labels = (data.val_images, data.val_labels) if split == "val" else (data.train_images, data.train_labels)
+    n = min(num_images, data.val_images.shape[0], images.shape[0])
     grid = np.linspace(*LOG_SNR_RANGE, num_levels) if num_levels > 1 else np.zeros(1)
     mean, var = pixel_moments(data.train_images)
-    return ValidationProbe(data.val_images[:n], data.val_labels[:n], tuple(float(v) for v in grid), mean, var)
+    return ValidationProbe(images[:n], labels[:n], tuple(float(v) for v in grid), mean, var)
+
+
+def generalisation_gap(val_rel: float, train_rel: float) -> float:
+    """Held-out error over training error on the same noise and levels: 1 while the model
+    generalises, growing as it fits its training images better than new ones."""
+    return val_rel / train_rel if train_rel > 0 and math.isfinite(train_rel) else float("nan")
 
 
 def reference_v_error(

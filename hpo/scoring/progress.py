@@ -1,0 +1,108 @@
+"""What a long run measures at each evaluation point beside the validation metric: the score at one
+sampling combination, the share of samples that copy a training image (pixels and features), and
+the floor that held-out real images set for both. The stop verdict (:mod:`hpo.scoring.verdict`)
+reads these points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from hpo.scoring.features import extract
+from hpo.scoring.memorisation import CopyShare, copy_share, pixel_vectors
+from hpo.scoring.score import Scorer, fid_kid, sample_features, score_labels
+from hpo.spec.sampling import SamplingConfig
+from hpo.training.data import ImageData
+from hpo.training.model import DiffusionModel
+
+FLOOR_DRAWS = 4  # random subsets of the held-out images whose score spread is the floor's
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Held-out real images measured like samples: against the training reference, at the score's
+    sample count (or all held-out images when there are fewer)."""
+
+    score: float  # mean over draws
+    score_sd: float
+    num_images: int
+    copy_pixels: CopyShare
+    copy_features: CopyShare
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "score": self.score,
+            "score_sd": self.score_sd,
+            "num_images": self.num_images,
+            "copy_pixels": self.copy_pixels.share,
+            "copy_pixels_high": self.copy_pixels.high,
+            "copy_features": self.copy_features.share,
+            "copy_features_high": self.copy_features.high,
+        }
+
+
+@dataclass
+class ProgressProbe:
+    """Built once per run (or per worker and study): the training banks and the floor are computed
+    on first use and kept."""
+
+    scorer: Scorer
+    data: ImageData
+    _floor: Floor | None = field(default=None, init=False)
+    _pixels: torch.Tensor | None = field(default=None, init=False)
+
+    @property
+    def train_pixels(self) -> torch.Tensor:
+        if self._pixels is None:
+            self._pixels = pixel_vectors(self.data.train_images.cpu())
+        return self._pixels
+
+    @property
+    def floor(self) -> Floor:
+        if self._floor is None:
+            self._floor = self._measure_floor()
+        return self._floor
+
+    def _measure_floor(self) -> Floor:
+        images = self.data.val_images.cpu()
+        feats = extract(self.scorer.extractor, images, batch_size=self.scorer.config.batch_size)
+        n = min(self.scorer.config.num_samples, feats.shape[0])
+        rng = np.random.default_rng(0)
+        scores = [fid_kid(feats[rng.permutation(feats.shape[0])[:n]], self.scorer.reference)[0] for _ in range(FLOOR_DRAWS)]
+        return Floor(
+            float(np.mean(scores)),
+            float(np.std(scores, ddof=1)) if n < feats.shape[0] else 0.0,
+            n,
+            copy_share(pixel_vectors(images), self.train_pixels, "pixels"),
+            copy_share(feats, self.scorer.reference.features, "features"),
+        )
+
+    def measure(
+        self,
+        model: DiffusionModel,
+        sampling: SamplingConfig,
+        *,
+        class_frequencies: torch.Tensor | None = None,
+        seed: int = 0,
+    ) -> dict[str, float]:
+        """Score ``model`` at ``sampling`` on the full sample count and look for copies among the
+        same samples; the numbers go into the run's curve under these names."""
+        n = self.scorer.config.num_samples
+        labels = score_labels(self.scorer, model, class_frequencies, seed=seed)
+        sample = sample_features(self.scorer, model, sampling, labels, start=0, n=n, seed=seed, keep_images=True)
+        assert sample.images is not None
+        fid, kid = fid_kid(sample.feats, self.scorer.reference, seed=seed)
+        pixels = copy_share(pixel_vectors(sample.images), self.train_pixels, "pixels")
+        feats = copy_share(sample.feats, self.scorer.reference.features, "features")
+        return {
+            "score": fid,
+            "kid": kid,
+            "copy_pixels": pixels.share,
+            "copy_pixels_low": pixels.low,
+            "copy_pixels_high": pixels.high,
+            "copy_features": feats.share,
+            "copy_features_low": feats.low,
+            "copy_features_high": feats.high,
+        }
