@@ -30,6 +30,12 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     assert "<- best" in stdout and "guidance" in stdout  # the sweep table
     grid = Image.open(out / "samples.png")
     assert grid.size[0] > 8 * 8  # an 8×8 grid of 8-px samples with padding
+    curve = summary["curve"]
+    assert curve and all({"score", "copy_pixels", "copy_features", "gap", "kimg"} <= set(p) for p in curve.values())
+    assert all(0.0 <= p["copy_pixels_low"] <= p["copy_pixels"] <= p["copy_pixels_high"] <= 1.0 for p in curve.values())
+    assert summary["floor"]["score"] > 0 and 0.0 <= summary["floor"]["copy_pixels"] <= 1.0
+    assert summary["stop"]["kind"] in ("too_early", "improving", "plateau", "copying")
+    assert f"stop verdict: {summary['stop']['text']}" in stdout
     assert (out / "checkpoint.pt").exists() and list((out / "tensorboard").glob("events.out.tfevents.*"))
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,27 @@ def test_may_save_is_asked_before_each_save_and_refusing_stops_the_run(digits8: 
     assert asked == [True, False]  # asked at save points only, not at every step
     assert err.value.step == cfg.eval_steps()[1]
     assert torch.load(ckpt, weights_only=True)["step"] == cfg.eval_steps()[0]
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "linear"])
+def test_a_decaying_lr_schedule_reaches_its_floor_at_the_budgets_last_step(schedule: str) -> None:
+    from hpo.training.trainer import lr_at
+
+    cfg = tiny_config(kimg=3.2, batch_size=32, lr=1e-3, lr_schedule=schedule, lr_floor=0.1, warmup_kimg=0.32)
+    lrs = [lr_at(cfg, s) for s in range(cfg.total_steps)]
+    assert lrs[0] == pytest.approx(1e-3 * 32 / 320)  # warm-up first: step 0 is 1/10 of the way
+    assert max(lrs) <= 1e-3
+    assert lrs[-1] == pytest.approx(1e-4)
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(lrs[10:]))  # monotone after warm-up
+    middle = lrs[cfg.total_steps // 2]
+    assert middle == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5), rel=0.02)  # both schedules pass half-way at the midpoint
+    constant = [lr_at(cfg.replace(lr_schedule="constant"), s) for s in range(cfg.total_steps)]
+    assert constant[-1] == 1e-3 == constant[50]
+
+
+def test_every_evaluation_point_carries_the_generalisation_gap(digits8: ImageData) -> None:
+    seen: list[EvalPoint] = []
+    train(tiny_config(kimg=1.6, batch_size=32, num_evals=2), digits8, on_eval=lambda p, _: seen.append(p))
+    for p in seen:
+        assert p.metrics["train_rel"] > 0
+        assert p.metrics["gap"] == pytest.approx(p.metrics["val_rel"] / p.metrics["train_rel"])

@@ -3,6 +3,7 @@ sample grid, a checkpoint and a TensorBoard log. ``--from STUDY:TRIAL`` reproduc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
@@ -10,24 +11,32 @@ from pathlib import Path
 from typing import Any
 
 from hpo.errors import ConfigError, HpoError
+from hpo.scoring.noise import pair_sd
+from hpo.scoring.progress import ProgressProbe, copy_floor_of, progress_line
 from hpo.scoring.score import make_scorer, preflight
+from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import run_sweep, sweep_table
 from hpo.service.storage import open_storage, redact, resolve_url
 from hpo.service.study import load, require_spec
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
-from hpo.spec.sampling import SAMPLING_FIELDS
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import Spec, spec_from_dict
 from hpo.tracking.base import RunInfo
 from hpo.tracking.runs import open_runs
 from hpo.training.data import load_data
 from hpo.training.generate import sample_images, save_grid
+from hpo.training.model import DiffusionModel
+from hpo.training.runtime import resolve_device
 from hpo.training.trainer import EvalPoint, TrainingAborted, train
 
 log = logging.getLogger("hpo")
 
 
-def from_trial(source: str, storage: str | None, overrides: list[str]) -> tuple[Spec, dict[str, Any]]:
-    """``STUDY:TRIAL`` → the study's stored spec (with ``--set`` applied) and that trial's parameters."""
+def from_trial(
+    source: str, storage: str | None, overrides: list[str]
+) -> tuple[Spec, dict[str, Any], dict[str, Any] | None]:
+    """``STUDY:TRIAL`` → the study's stored spec (with ``--set`` applied), that trial's parameters and
+    its best sampling combination (None when it has no score)."""
     name, sep, number = source.rpartition(":")
     if not sep or not name or not number.isdigit():
         raise HpoError(f"--from {source!r}: expected STUDY:TRIAL, e.g. digits-quickstart:7")
@@ -41,7 +50,8 @@ def from_trial(source: str, storage: str | None, overrides: list[str]) -> tuple[
         spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
-    return spec, dict(trials[int(number)].params)
+    trial = trials[int(number)]
+    return spec, dict(trial.params), trial.user_attrs.get("sampling")
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:
@@ -61,8 +71,9 @@ def run_train(
     spec_path: Path | None, overrides: list[str], out: Path, *, source: str | None = None, storage: str | None = None
 ) -> None:
     overrides, fixed_sampling = split_overrides(overrides)
+    known_best: dict[str, Any] | None = None
     if source is not None:
-        spec, params = from_trial(source, storage, overrides)
+        spec, params, known_best = from_trial(source, storage, overrides)
     elif spec_path is not None:
         spec = load_spec(spec_path, overrides)
         params = dict(spec.baselines[0]) if spec.baselines else {}
@@ -73,6 +84,7 @@ def run_train(
     try:
         cfg = spec.train_config(train_params)
         combos = spec.sampling_combinations(cfg, {**sampling_params, **fixed_sampling})
+        watch = spec.sampling.preview({**sampling_params, **fixed_sampling})
     except ConfigError as err:
         raise err.in_file(spec.file) from None
     preflight(spec.score)
@@ -81,20 +93,38 @@ def run_train(
         "data: %d training / %d validation images, %d classes, %d px",
         data.train_images.shape[0], data.val_images.shape[0], data.num_classes, data.image_size,
     )  # fmt: skip
-    summary = _train_and_score(spec, cfg, combos, data, params, out)
+    if known_best is not None and not fixed_sampling:
+        watch = SamplingConfig(**known_best)
+    summary = _train_and_score(spec, cfg, combos, data, params, out, watch)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
 
 
 def _train_and_score(
-    spec: Spec, cfg: Any, combos: list[Any], data: Any, params: Mapping[str, Any], out: Path
+    spec: Spec, cfg: Any, combos: list[Any], data: Any, params: Mapping[str, Any], out: Path, watch: SamplingConfig
 ) -> dict[str, Any]:
+    """Train with the score, copy share and generalisation gap measured at every evaluation point
+    (at ``watch``, one sampling combination), then sweep every combination and say when to stop."""
     runs = open_runs(spec.tracking, RunInfo("hpo-train", 0, params), tensorboard_dir=out / "tensorboard", local_dir=out)
+    device = resolve_device(cfg.device)
+    scorer = make_scorer(spec.score, data, device=device, cache_dir=spec.data.cache_path / "scoring")
+    probe = ProgressProbe(scorer, data)
+    metric = spec.score.metric_name
+    floor = probe.floor
+    log.info(
+        "real held-out images: %s %.4g ± %.2g (%d images), copies %s: the floor",
+        metric, floor.score, floor.score_sd, floor.num_images, floor.copy_pixels.text,
+    )  # fmt: skip
+    curve: dict[str, dict[str, float]] = {}
 
-    def show(point: EvalPoint, _model: object) -> None:
+    def show(point: EvalPoint, model: DiffusionModel) -> None:
+        extras = probe.measure(model, watch, class_frequencies=data.class_frequencies())
+        point = dataclasses.replace(point, metrics={**point.metrics, **extras})
+        curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
         log.info(
-            "eval %d/%d at %.1f kimg: val_loss %.4f, val_rel %.4f",
-            point.index, cfg.num_evals, point.kimg, point.metrics["val_loss"], point.metrics["val_rel"],
+            "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
+            point.index, cfg.num_evals, point.kimg, point.metrics["val_rel"], progress_line(point.metrics, metric),
+            watch.label,
         )  # fmt: skip
         runs.on_eval(point, None)
 
@@ -103,7 +133,6 @@ def _train_and_score(
     except TrainingAborted as err:
         runs.close()
         raise HpoError(f"training stopped: {err}; try a lower lr or stronger grad_clip") from None
-    scorer = make_scorer(spec.score, data, device=result.model.device, cache_dir=spec.data.cache_path / "scoring")
     sweep = run_sweep(
         scorer,
         result.model,
@@ -112,7 +141,11 @@ def _train_and_score(
         rescore_top=spec.sampling.rescore_top,
         class_frequencies=data.class_frequencies(),
     )
-    print(sweep_table(sweep, spec.score.metric_name))
+    print(sweep_table(sweep, metric))
+    again = probe.measure(result.model, watch, class_frequencies=data.class_frequencies(), seed=1)["score"]
+    noise = pair_sd(again, curve[str(cfg.num_evals)]["score"])
+    verdict = stop_verdict(points_from_curve(curve), noise=noise, copy_floor=copy_floor_of(floor))
+    print(f"stop verdict: {verdict.text}")
     best = sweep.best
     grid = save_grid(sample_images(result.model, best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8)
     runs.on_result({"fid": best.fid, "kid": best.kid}, {}, result.steps)
@@ -120,9 +153,14 @@ def _train_and_score(
     return {
         "val_loss": result.history[-1].metrics["val_loss"],
         "val_rel": result.history[-1].metrics["val_rel"],
-        spec.score.metric_name: best.fid,
+        metric: best.fid,
         "sampling": best.sampling.as_dict(),
         "sweep": [s.to_dict() for s in sweep.scores],
+        "curve": curve,
+        "watched_sampling": watch.as_dict(),
+        "score_noise_sd": noise,
+        "floor": floor.as_dict(),
+        "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
         "seconds": round(result.seconds, 1),
         "images_per_second": round(result.images_per_second, 1),
         "parameters": result.num_parameters,

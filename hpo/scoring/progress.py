@@ -70,7 +70,8 @@ class ProgressProbe:
         feats = extract(self.scorer.extractor, images, batch_size=self.scorer.config.batch_size)
         n = min(self.scorer.config.num_samples, feats.shape[0])
         rng = np.random.default_rng(0)
-        scores = [fid_kid(feats[rng.permutation(feats.shape[0])[:n]], self.scorer.reference)[0] for _ in range(FLOOR_DRAWS)]
+        draws = [feats[rng.permutation(feats.shape[0])[:n]] for _ in range(FLOOR_DRAWS)]
+        scores = [fid_kid(d, self.scorer.reference)[0] for d in draws]
         return Floor(
             float(np.mean(scores)),
             float(np.std(scores, ddof=1)) if n < feats.shape[0] else 0.0,
@@ -106,3 +107,23 @@ class ProgressProbe:
             "copy_features_low": feats.low,
             "copy_features_high": feats.high,
         }
+
+
+def copy_floor_of(floor: Floor) -> float:
+    """The copy share that held-out real images reach (the upper end of their interval, in whichever
+    space reaches higher): a run's copies count only above it."""
+    return max(floor.copy_pixels.high, floor.copy_features.high)
+
+
+def progress_line(metrics: dict[str, float], metric_name: str) -> str:
+    """One evaluation point's score, copy share and generalisation gap, as ``hpo train`` prints it."""
+    parts = []
+    if "score" in metrics:
+        parts.append(f"{metric_name} {metrics['score']:.4g}")
+    if "copy_pixels" in metrics:
+        share = max(metrics["copy_pixels"], metrics.get("copy_features", 0.0))
+        high = max(metrics["copy_pixels_high"], metrics.get("copy_features_high", 0.0))
+        parts.append(f"copies {100 * share:.1f} % (up to {100 * high:.1f} %)")
+    if "gap" in metrics:
+        parts.append(f"gap {metrics['gap']:.3f}")
+    return ", ".join(parts)
