@@ -222,6 +222,10 @@ def confirm_cmd(
     top: Annotated[int, typer.Option(help="configurations to retrain (plus the baseline)", min=1)] = 3,
     seeds: Annotated[int, typer.Option(help="fresh seeds per configuration", min=1)] = 3,
     kimg: Annotated[float | None, typer.Option(help="training budget (default: the study's)", min=0.001)] = None,
+    budgets: Annotated[
+        str | None,
+        typer.Option(help="a ladder: multiples of the study's budget, e.g. 1,4,16; one run per seed gives every rung"),
+    ] = None,
     workers: Annotated[
         int | None, typer.Option(help="local workers (default 1 on the embedded database)", min=0)
     ] = None,
@@ -230,10 +234,14 @@ def confirm_cmd(
 ) -> None:
     """Retrain the top configurations with fresh seeds, through the workers, and give a verdict."""
     from hpo.commands.confirm import run_confirm
+    from hpo.errors import HpoError
+    from hpo.service.confirm import parse_budgets
 
     logs()
+    if budgets is not None and kimg is not None:
+        raise HpoError("--budgets and --kimg: give one; --budgets 1,4,16 scores every rung of one long run")
     run_confirm(study, storage=storage, top=top, seeds=seeds, kimg=kimg, workers=workers, detach=detach,
-                artifacts=artifacts)  # fmt: skip
+                artifacts=artifacts, budgets=parse_budgets(budgets) if budgets is not None else None)  # fmt: skip
 
 
 @command("dashboard")

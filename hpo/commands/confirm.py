@@ -10,6 +10,7 @@ from hpo.commands.launch import check_workers_finished, follow, start_workers
 from hpo.commands.status import table
 from hpo.report.render import report_path, write_report
 from hpo.service.confirm import Verdict, create_companion, verdict
+from hpo.service.ladder import Ladder, ladder_verdict
 from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url
 from hpo.service.study import load, require_spec
 
@@ -34,6 +35,35 @@ def verdict_text(v: Verdict, metric: str) -> str:
     return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}"
 
 
+def ladder_text(ladder: Ladder, metric: str) -> str:
+    """Configurations × rungs (mean ± sd over seeds), the rank correlation and verdict per rung, the
+    ladder's one sentence, and each configuration's stop verdict and forecast."""
+    first = ladder.rungs[0].configs
+    header = ["configuration", f"study {metric}", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)]
+    rows = []
+    for c in first:
+        cells = []
+        for r in ladder.rungs:
+            at = next((x for x in r.configs if x.trial == c.trial), None)
+            cells.append(f"{at.mean:.4g} ± {at.spread:.2g}" if at is not None and at.values else "—")
+        rows.append([f"#{c.trial}" + (" (baseline)" if c.baseline else ""), c.study_value, *cells])
+    lines = [table(rows, header), ""]
+    for r in ladder.rungs:
+        rho = f"{r.rank_correlation:+.2f}" if r.rank_correlation is not None else "n/a (< 3 configurations)"
+        lines.append(f"{r.multiple:>3}×: rank correlation with the study's order {rho}; {r.text}")
+    lines.append(ladder.summary)
+    if ladder.floor:
+        lines.append(
+            f"real held-out images: {metric} {ladder.floor['score']:.4g}, copy share up to "
+            f"{100 * max(ladder.floor['copy_pixels_high'], ladder.floor['copy_features_high']):.1f} % (the floor)"
+        )
+    for number, stop in ladder.stops.items():
+        lines.append(f"#{number}: {stop.text}")
+        if number in ladder.forecasts:
+            lines.append(f"#{number}: {ladder.forecasts[number].text}")
+    return "\n".join(lines)
+
+
 def run_confirm(
     study_name: str,
     *,
@@ -44,13 +74,17 @@ def run_confirm(
     workers: int | None,
     detach: bool,
     artifacts: Path,
+    budgets: list[int] | None = None,
 ) -> None:
     url = resolve_url(storage)
     store = open_storage(url, must_exist=True)
     source = load(store, study_name, redact(url))
-    companion = create_companion(source, store, top=top, seeds=seeds, kimg=kimg)
+    companion = create_companion(source, store, top=top, seeds=seeds, kimg=kimg, budgets=budgets)
     spec = require_spec(companion)
-    print(f"confirmation study {companion.study_name!r}: {spec.study.n_trials} trials at {spec.train.kimg:g} kimg")
+    rungs = f", scored at {', '.join(f'{b}×' for b in budgets)} the budget" if budgets else ""
+    print(
+        f"confirmation study {companion.study_name!r}: {spec.study.n_trials} trials at {spec.train.kimg:g} kimg{rungs}"
+    )
     n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
     procs = start_workers(url, companion.study_name, n_workers, artifacts=artifacts, detach=detach)
     if detach:
@@ -60,5 +94,8 @@ def run_confirm(
     for w in procs:
         w.proc.wait()
     check_workers_finished(companion, spec.study.n_trials, procs)
-    print(verdict_text(verdict(source, companion), spec.score.metric_name))
+    if budgets is not None:
+        print(ladder_text(ladder_verdict(source, companion), spec.score.metric_name))
+    else:
+        print(verdict_text(verdict(source, companion), spec.score.metric_name))
     print(f"report: {write_report(source, report_path(source.study_name), artifact_dir=artifacts)}")

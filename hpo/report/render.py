@@ -31,6 +31,7 @@ from hpo.report.data import (
     ties_with_best,
 )
 from hpo.report.importance import Importances, study_importances
+from hpo.report.ladder import ladder_html
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.trials import current_attrs, explain
@@ -258,6 +259,8 @@ def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
         samples_html(trials, study, store, s),
         "<h2>Confirmed at full length?</h2>",
         confirm_html(study, study._storage),
+        "<h2>Is it still learning at longer budgets? When to stop?</h2>",
+        ladder_html(study, study._storage, s.metric_name),
         "<h2>Failures and pruned trials</h2>",
         failures_html(failure_groups(trials)),
     ]

@@ -131,7 +131,10 @@ def power_law(kimg: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
     return a + b * np.power(kimg, -c)
 
 
-def fit_power_law(kimg: Sequence[float], score: Sequence[float]) -> tuple[float, float, float]:
+Values = Sequence[float] | np.ndarray
+
+
+def fit_power_law(kimg: Values, score: Values) -> tuple[float, float, float]:
     """Least-squares a, b, c of score = a + b·kimg^−c with a ≥ 0, b ≥ 0, 0.05 ≤ c ≤ 3."""
     x, y = np.asarray(kimg, dtype=float), np.asarray(score, dtype=float)
     p0 = (max(float(y.min()) * 0.8, 0.0), max(float(y.max() - y.min()), 1e-3) * float(x.min()) ** 0.5, 0.5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import optuna
@@ -23,11 +24,26 @@ from hpo.spec.params import candidates
 from hpo.spec.spec import spec_from_dict
 
 CONFIRM_OF, CONFIRMED_BY = "hpo_confirm_of", "hpo_confirmed_by"
+LADDER, LADDER_BY = "hpo_ladder", "hpo_ladder_by"  # a budget ladder's rungs; the source study's pointer to it
+MAX_RUNG = 64
 SEED_BASE = 1000  # confirmation seeds 1001, 1002, ...: never the study's own seed
 
 
-def companion_name(study_name: str) -> str:
-    return f"{study_name[:92]}-confirm"
+def companion_name(study_name: str, *, ladder: bool = False) -> str:
+    return f"{study_name[:92]}-{'ladder' if ladder else 'confirm'}"
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``--budgets 1,4,16`` → [1, 4, 16]: whole multiples of the study's budget, increasing."""
+    try:
+        budgets = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        budgets = []
+    if not budgets or budgets[0] < 1 or budgets[-1] > MAX_RUNG:
+        raise HpoError(
+            f"--budgets {text!r}: expected whole multiples of the study's budget from 1 to {MAX_RUNG}, e.g. 1,4,16"
+        )
+    return budgets
 
 
 def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
@@ -50,15 +66,25 @@ def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
 
 
 def create_companion(
-    study: optuna.Study, storage: RDBStorage, *, top: int, seeds: int, kimg: float | None
+    study: optuna.Study,
+    storage: RDBStorage,
+    *,
+    top: int,
+    seeds: int,
+    kimg: float | None,
+    budgets: list[int] | None = None,
 ) -> optuna.Study:
-    """The companion study with one trial per (configuration, seed), or the existing one."""
+    """The companion study with one trial per (configuration, seed), or the existing one. With
+    ``budgets`` (a ladder) each trial trains once to the largest multiple of the study's budget and
+    is scored at every multiple on the way: one evaluation point per multiple of the budget."""
     spec = require_spec(study)
     configs = pick_configurations(study, top)
     raw = spec.to_dict()
-    name = companion_name(study.study_name)
+    name = companion_name(study.study_name, ladder=budgets is not None)
     raw["study"] = {**raw["study"], "name": name, "n_trials": len(configs) * seeds}
     raw["train"] = {**raw["train"], "kimg": kimg if kimg is not None else spec.train.kimg}
+    if budgets is not None:
+        raw["train"].update(kimg=spec.train.kimg * budgets[-1], num_evals=budgets[-1])
     seed_values = [SEED_BASE + i for i in range(1, seeds + 1)]
     raw["search"] = {k: v for k, v in raw["search"].items() if k != "kimg"}
     raw["search"]["seed"] = {"type": "categorical", "choices": seed_values}
@@ -67,12 +93,18 @@ def create_companion(
     companion, created = create_or_resume(companion_spec, storage)
     if created:
         companion.set_user_attr(CONFIRM_OF, study.study_name)
+        if budgets is not None:
+            companion.set_user_attr(LADDER, {"base_kimg": spec.train.kimg, "budgets": budgets})
         for trial in configs:
             params = {k: v for k, v in trial.params.items() if k != "kimg"}
             for seed in seed_values:
-                attrs = {"confirm_of": trial.number, "baseline": bool(trial.user_attrs.get("baseline"))}
+                attrs = {
+                    "confirm_of": trial.number,
+                    "baseline": bool(trial.user_attrs.get("baseline")),
+                    "watch_sampling": trial.user_attrs.get("sampling"),
+                }
                 companion.enqueue_trial({**params, "seed": seed}, user_attrs=attrs)
-    study.set_user_attr(CONFIRMED_BY, name)
+    study.set_user_attr(LADDER_BY if budgets is not None else CONFIRMED_BY, name)
     return companion
 
 
@@ -115,7 +147,15 @@ class Verdict:
     text: str
 
 
-def confirmed_results(source: optuna.Study, companion: optuna.Study) -> list[Confirmed]:
+def final_value(t: FrozenTrial) -> float | None:
+    return float(t.value) if t.state == TrialState.COMPLETE and t.value is not None else None
+
+
+def confirmed_results(
+    source: optuna.Study, companion: optuna.Study, value_of: Callable[[FrozenTrial], float | None] = final_value
+) -> list[Confirmed]:
+    """Each configuration's values over its seeds; ``value_of`` reads one companion trial (its final
+    value by default, a rung's score for a ladder)."""
     by_source = {t.number: t for t in source.get_trials(deepcopy=False)}
     values: dict[int, list[float]] = {}
     for t in companion.get_trials(deepcopy=False):
@@ -123,8 +163,9 @@ def confirmed_results(source: optuna.Study, companion: optuna.Study) -> list[Con
         if number is None:
             continue
         values.setdefault(int(number), [])
-        if t.state == TrialState.COMPLETE and t.value is not None:
-            values[int(number)].append(float(t.value))
+        value = value_of(t)
+        if value is not None and math.isfinite(value):
+            values[int(number)].append(value)
     out = [
         Confirmed(n, float(by_source[n].value or math.nan), bool(by_source[n].user_attrs.get("baseline")), v)
         for n, v in values.items()

@@ -13,6 +13,7 @@ import torch
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from PIL import Image
 
+from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import Scorer, make_scorer
 from hpo.service.names import path_component
 from hpo.service.storage import ResilientStorage
@@ -36,6 +37,7 @@ class StudyContext:
     cache_dir: Path
     storage: ResilientStorage | None = None
     scorer: Scorer | None = field(default=None)
+    progress: ProgressProbe | None = field(default=None)
 
     @property
     def artifacts(self) -> FileSystemArtifactStore:
@@ -48,6 +50,12 @@ class StudyContext:
                 self.spec.score, self.data, device=self.device, cache_dir=self.cache_dir / "scoring"
             )
         return self.scorer
+
+    def get_progress(self) -> ProgressProbe:
+        """Score, copy share and floor at evaluation points (budget ladders), built on first use."""
+        if self.progress is None:
+            self.progress = ProgressProbe(self.get_scorer(), self.data)
+        return self.progress
 
     def trial_root(self, trial: optuna.Trial) -> int:
         return root_number(trial.study._storage.get_trial(trial._trial_id))

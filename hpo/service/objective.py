@@ -5,6 +5,7 @@ failure reasons, attributes and artifacts."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import socket
@@ -23,7 +24,9 @@ from hpo.errors import ConfigError
 from hpo.scoring.noise import pair_sd, pooled
 from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
+from hpo.service.confirm import LADDER
 from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
+from hpo.service.ladder import FLOOR_ATTR
 from hpo.service.space import suggest
 from hpo.service.study import pruned_reason
 from hpo.service.trials import noise_estimates
@@ -80,8 +83,9 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
         local_dir=ctx.tracker_dir(),
     )
     preview = ctx.spec.sampling.preview(sampling_params)
+    watch = _watched(trial, ctx, preview)
     try:
-        result = _train(trial, ctx, cfg, runs, checkpoint, preview)
+        result = _train(trial, ctx, cfg, runs, checkpoint, preview, watch)
         value = _score(trial, ctx, cfg, result, combos, runs)
     except (optuna.TrialPruned, TrialFailed):
         checkpoint.unlink(missing_ok=True)  # nothing will resume it; the report needs only the artifacts
@@ -92,15 +96,32 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
     return value
 
 
+def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) -> SamplingConfig | None:
+    """In a budget ladder, the combination every evaluation point is scored at (the source trial's
+    best); None in an ordinary study, whose evaluation points carry the validation metric only."""
+    if LADDER not in trial.study.user_attrs:
+        return None
+    if FLOOR_ATTR not in trial.study.user_attrs:
+        trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
+    known = trial.user_attrs.get("watch_sampling")
+    return SamplingConfig(**known) if known else preview
+
+
 def _train(
-    trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig, runs: Runs, checkpoint: Path, preview: SamplingConfig
+    trial: optuna.Trial,
+    ctx: StudyContext,
+    cfg: TrainConfig,
+    runs: Runs,
+    checkpoint: Path,
+    preview: SamplingConfig,
+    watch: SamplingConfig | None,
 ) -> TrainResult:
     storage = ctx.storage
     try:
         return train(
             cfg,
             ctx.data,
-            on_eval=_reporter(trial, ctx, cfg, runs, preview),
+            on_eval=_reporter(trial, ctx, cfg, runs, preview, watch),
             on_sync=runs.on_sync,
             should_stop=(lambda: storage.is_lost(trial._trial_id)) if storage is not None else None,
             may_save=(lambda: storage.still_owned(trial._trial_id)) if storage is not None else None,
@@ -121,16 +142,27 @@ def _train(
 
 
 def _reporter(
-    trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig, runs: Runs, preview: SamplingConfig
+    trial: optuna.Trial,
+    ctx: StudyContext,
+    cfg: TrainConfig,
+    runs: Runs,
+    preview: SamplingConfig,
+    watch: SamplingConfig | None,
 ) -> Callable[[EvalPoint, DiffusionModel], None]:
-    curve: dict[str, dict[str, float]] = {}
+    """Reports each point to Optuna and stores it in the trial's curve; with ``watch`` (a budget
+    ladder) each point is also scored there and searched for copies — once: a retry keeps them."""
+    curve: dict[str, dict[str, float]] = dict(trial.user_attrs.get("curve") or {})
     grids: dict[str, str] = dict(trial.user_attrs.get("grids") or {})
     reason = pruned_reason(ctx.spec)
 
     def on_eval(point: EvalPoint, ema: DiffusionModel) -> None:
         value = point.metrics[PRUNING_METRIC]
         trial.report(value if math.isfinite(value) else float("nan"), step=point.index)
-        curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
+        entry = {**curve.get(str(point.index), {}), "kimg": point.kimg, **point.metrics}
+        if watch is not None and "score" not in entry:
+            entry.update(ctx.get_progress().measure(ema, watch, class_frequencies=ctx.data.class_frequencies()))
+            point = dataclasses.replace(point, metrics={k: v for k, v in entry.items() if k != "kimg"})
+        curve[str(point.index)] = entry
         trial.set_user_attr("curve", curve)
         grid = None
         if not point.replayed:

@@ -29,6 +29,7 @@ class StudySettings:
     max_retries: int = 2  # re-runs of a trial whose worker died (heartbeat went stale)
     heartbeat_interval: int = 30  # seconds between a running trial's heartbeats
     grace_period: int | None = None  # seconds without a heartbeat before a trial is stale (2× interval)
+    target_kimg: float | None = None  # the budget the winner will really be trained for (hpo confirm forecasts it)
 
     def __post_init__(self) -> None:
         check_study_name(self.name, key="name")
@@ -39,6 +40,10 @@ class StudySettings:
             "heartbeat_interval",
             f"must be in [1, 3600] seconds, got {self.heartbeat_interval}",
         )
+        if self.target_kimg is not None:
+            require(
+                0 < self.target_kimg <= 1e7, "target_kimg", f"must be in (0, 1e7] kimg, got {self.target_kimg}"
+            )
         if self.grace_period is not None:
             require(
                 2 * self.heartbeat_interval <= self.grace_period <= 86_400,
@@ -152,12 +157,13 @@ class Spec:
         return out
 
     def fingerprint(self) -> str:
-        """Hash of everything that defines the study's trials (``study.n_trials`` may grow)."""
+        """Hash of everything that defines the study's trials (``study.n_trials`` may grow, and
+        ``study.target_kimg`` only guides the confirmation)."""
         return hashlib.sha256(json.dumps(comparable(self.to_dict()), sort_keys=True).encode()).hexdigest()
 
 
 def comparable(spec: dict[str, Any]) -> dict[str, Any]:
-    return {**spec, "study": {k: v for k, v in spec["study"].items() if k != "n_trials"}}
+    return {**spec, "study": {k: v for k, v in spec["study"].items() if k not in ("n_trials", "target_kimg")}}
 
 
 def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:

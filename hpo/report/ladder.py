@@ -1,0 +1,87 @@
+"""The report's budget-ladder section: score against kimg per configuration (spread over seeds), the
+rank correlation and verdict per rung, the ladder's one sentence, stop verdicts and forecasts."""
+
+from __future__ import annotations
+
+import html
+
+import optuna
+import plotly.graph_objects as go
+
+from hpo.report import figures
+from hpo.service.confirm import LADDER_BY
+from hpo.service.ladder import Ladder, ladder_verdict
+
+e = html.escape
+
+
+def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
+    fig = go.Figure()
+    baseline = {c.trial for c in ladder.rungs[0].configs if c.baseline}
+    for number, curve in ladder.curves.items():
+        name = f"#{number}" + (" (baseline)" if number in baseline else "")
+        fig.add_trace(
+            go.Scatter(
+                x=[k for k, _, _ in curve],
+                y=[m for _, m, _ in curve],
+                error_y={"type": "data", "array": [s for _, _, s in curve], "visible": True},
+                mode="lines+markers",
+                name=name,
+            )
+        )
+    for r in ladder.rungs:
+        fig.add_vline(x=r.kimg, line_dash="dot", line_color="#bbb")
+    if ladder.floor:
+        fig.add_hline(y=ladder.floor["score"], line_dash="dash", line_color="#2a2", annotation_text="real images")
+    fig.update_layout(xaxis_title="kimg (log)", yaxis_title=metric, xaxis_type="log")
+    return fig
+
+
+def ladder_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metric: str) -> str:
+    name = study.user_attrs.get(LADDER_BY)
+    if not name:
+        return (
+            "<p>No budget ladder yet: nothing says how this ranking carries over to longer runs.</p>"
+            f"<p class='next'><b>Next:</b> run `hpo confirm {e(study.study_name)} --budgets 1,4,16` (one run per "
+            "configuration and seed gives every rung).</p>"
+        )
+    try:
+        companion = optuna.load_study(study_name=str(name), storage=storage)
+    except KeyError:
+        return f"<p>The ladder study {e(str(name))} is gone.</p>"
+    ladder = ladder_verdict(study, companion)
+    head = "".join(f"<th>{r.multiple}× ({r.kimg:g} kimg)</th>" for r in ladder.rungs)
+    rows = []
+    for c in ladder.rungs[0].configs:
+        cells = []
+        for r in ladder.rungs:
+            at = next((x for x in r.configs if x.trial == c.trial), None)
+            text = f"{at.mean:.4g} ± {at.spread:.2g}" if at is not None and at.values else "—"
+            cells.append(f"<td>{text}</td>")
+        label = f"#{c.trial}{' (baseline)' if c.baseline else ''}"
+        rows.append(f"<tr><td>{label}</td><td>{c.study_value:.4g}</td>{''.join(cells)}</tr>")
+    per_rung = "".join(
+        f"<li>{r.multiple}×: rank correlation "
+        f"{f'{r.rank_correlation:+.2f}' if r.rank_correlation is not None else 'n/a (fewer than 3)'}; "
+        f"{e(r.text)}</li>"
+        for r in ladder.rungs
+    )
+    stops = "".join(
+        f"<li>#{n}: {e(v.text)}" + (f"<br>{e(ladder.forecasts[n].text)}" if n in ladder.forecasts else "") + "</li>"
+        for n, v in ladder.stops.items()
+    )
+    floor = (
+        f"<p class='note'>Real held-out images score {ladder.floor['score']:.4g} (the floor no model can beat by "
+        f"much); up to {100 * max(ladder.floor['copy_pixels_high'], ladder.floor['copy_features_high']):.1f} % of "
+        "them look like copies of a training image, so only copy shares above that count.</p>"
+        if ladder.floor
+        else ""
+    )
+    return (
+        f"<p><b>{e(ladder.summary)}</b></p><table><tr><th>configuration</th><th>in the study</th>{head}</tr>"
+        f"{''.join(rows)}</table><p class='note'>Mean ± sd over seeds; {ladder.finished} of {ladder.expected} runs "
+        f"finished.</p><ul>{per_rung}</ul>"
+        + figures.figure_html(ladder_figure(ladder, metric), f"{metric} against kimg, mean ± sd over seeds")
+        + floor
+        + f"<p><b>When to stop</b> (seed-mean curve of each configuration):</p><ul>{stops}</ul>"
+    )

@@ -1,0 +1,159 @@
+"""The budget ladder: how a ranking made at the study's budget carries over to 2×, 4×, 16× of it.
+
+``hpo confirm --budgets 1,4,16`` trains each chosen configuration and seed once, to the largest rung,
+scoring it at every multiple of the study's budget on the way (the companion study's trials store
+``score`` and the copy share in their curve). This module reads those curves: per rung, each
+configuration's mean and spread over seeds, the rank correlation with the study's order and a
+verdict in words; over the whole ladder, one sentence (the winner holds, from when it is tied, or
+where the order flips); per configuration, the stop verdict of its seed-mean curve and a forecast at
+``study.target_kimg``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial
+from scipy.stats import spearmanr
+
+from hpo.scoring.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
+from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading, tied
+from hpo.service.study import require_spec
+
+FLOOR_ATTR = "floor"  # the companion study's real-image floor (score and copy share), measured once
+
+
+@dataclass(frozen=True)
+class Rung:
+    multiple: int
+    kimg: float
+    configs: list[Confirmed]  # in the study's order
+    rank_correlation: float | None
+    state: str  # holds | tied | flips | pending
+    text: str
+
+
+@dataclass(frozen=True)
+class Ladder:
+    rungs: list[Rung]
+    summary: str
+    curves: dict[int, list[tuple[float, float, float]]]  # source trial → (kimg, mean, sd over seeds) per point
+    stops: dict[int, StopVerdict]
+    forecasts: dict[int, Forecast]
+    floor: dict[str, float] | None
+    finished: int
+    expected: int
+
+
+@dataclass(frozen=True)
+class RungValue:
+    """Reads one evaluation point's score from a companion trial's curve."""
+
+    index: int
+
+    def __call__(self, t: FrozenTrial) -> float | None:
+        entry = (t.user_attrs.get("curve") or {}).get(str(self.index)) or {}
+        score = entry.get("score")
+        return float(score) if score is not None else None
+
+
+def rung_state(scored: list[Confirmed]) -> str:
+    if len(scored) < 2:
+        return "pending"
+    winner, best = scored[0], min(scored, key=lambda c: c.mean)
+    if best is winner:
+        return "tied" if any(tied(c, winner) for c in scored[1:]) else "holds"
+    return "tied" if tied(best, winner) else "flips"
+
+
+def summary_text(rungs: list[Rung]) -> str:
+    """One sentence over the whole ladder."""
+    done = [r for r in rungs if r.state != "pending"]
+    if not done:
+        return "No rung has two scored configurations yet."
+    top = done[-1].multiple
+    flips = [r for r in done if r.state == "flips"]
+    if flips and flips[0].multiple == 1:
+        return (
+            f"At the study's own budget, fresh seeds reorder the configurations ({flips[0].text}): the study's ranking "
+            "was seed noise. Rank by this ladder's means, or confirm with more seeds."
+        )
+    if flips:
+        return (
+            f"The order flips at {flips[0].multiple}× the budget ({flips[0].text}) — the study's budget is too short "
+            "to rank these configurations on this data: raise train.kimg (or rank by this ladder's longest rung)."
+        )
+    if all(r.state == "holds" for r in done):
+        return f"The winner holds to {top}× the budget."
+    first_tie = next(r for r in done if r.state == "tied")
+    return f"From {first_tie.multiple}× the budget on, the winner is tied with another configuration: {done[-1].text}"
+
+
+def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: float | None = None) -> Ladder:
+    ladder = companion.user_attrs[LADDER]
+    base, budgets = float(ladder["base_kimg"]), [int(b) for b in ladder["budgets"]]
+    spec = require_spec(companion)
+    rungs = []
+    for multiple in budgets:
+        configs = confirmed_results(source, companion, RungValue(multiple))
+        scored = [c for c in configs if c.values]
+        rho = None
+        if len(scored) >= 3:
+            rho = float(spearmanr([c.study_value for c in scored], [c.mean for c in scored]).statistic)
+        rungs.append(Rung(multiple, base * multiple, configs, rho, rung_state(scored), reading(scored, multiple)))
+    curves = seed_mean_curves(source, companion, spec.train.num_evals)
+    floor = companion.user_attrs.get(FLOOR_ATTR)
+    copy_floor = max(floor["copy_pixels_high"], floor["copy_features_high"]) if floor else None
+    noise = noise if noise is not None else (source.user_attrs.get("fid_noise") or {}).get("sd")
+    stops, forecasts = {}, {}
+    target = require_spec(source).study.target_kimg
+    for number, curve in curves.items():
+        points = [Point(k, m) for k, m, _ in curve]
+        copies = copy_points(companion, number)
+        points = [Point(p.kimg, p.score, *copies.get(round(p.kimg, 6), (None, None))) for p in points]
+        stops[number] = stop_verdict(points, noise=noise, copy_floor=copy_floor)
+        if target is not None:
+            forecasts[number] = forecast(points, target)
+    trials = companion.get_trials(deepcopy=False)
+    finished = sum(1 for t in trials if t.state.is_finished())
+    return Ladder(rungs, summary_text(rungs), curves, stops, forecasts, floor, finished, spec.study.n_trials)
+
+
+def seed_mean_curves(
+    source: optuna.Study, companion: optuna.Study, num_evals: int
+) -> dict[int, list[tuple[float, float, float]]]:
+    """Per configuration, at every evaluation point every seed reached: (kimg, mean, sd)."""
+    out: dict[int, list[tuple[float, float, float]]] = {}
+    for index in range(1, num_evals + 1):
+        for c in confirmed_results(source, companion, RungValue(index)):
+            if c.values:
+                kimg = _kimg_at(companion, c.trial, index)
+                out.setdefault(c.trial, []).append((kimg, c.mean, c.spread))
+    return out
+
+
+def _kimg_at(companion: optuna.Study, number: int, index: int) -> float:
+    for t in companion.get_trials(deepcopy=False):
+        entry = (t.user_attrs.get("curve") or {}).get(str(index))
+        if t.user_attrs.get("confirm_of") == number and entry:
+            return float(entry["kimg"])
+    return math.nan
+
+
+def copy_points(companion: optuna.Study, number: int) -> dict[float, tuple[float, float]]:
+    """Per kimg, the copy interval's lower end and the share, worst over seeds and spaces."""
+    out: dict[float, tuple[float, float]] = {}
+    for t in companion.get_trials(deepcopy=False):
+        if t.user_attrs.get("confirm_of") != number:
+            continue
+        for entry in (t.user_attrs.get("curve") or {}).values():
+            if "copy_pixels_low" not in entry:
+                continue
+            low = max(entry["copy_pixels_low"], entry.get("copy_features_low", 0.0))
+            share = max(entry["copy_pixels"], entry.get("copy_features", 0.0))
+            key = round(float(entry["kimg"]), 6)
+            old = out.get(key, (0.0, 0.0))
+            out[key] = (max(old[0], low), max(old[1], share))
+    return out
