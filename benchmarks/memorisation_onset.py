@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import quiet
-from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
+from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.scoring.features import classifier_extractor
 from hpo.scoring.progress import ProgressProbe, copy_floor_of
 from hpo.scoring.reference import reference_stats
@@ -83,7 +83,7 @@ def run_size(full: ImageData, n: int, kimg: float, cache: Path) -> None:
         )
     points = [Point(k, m["score"], max(m["copy_pixels_low"], m["copy_features_low"])) for k, m in rows]
     onset = copy_onset(points, copy_floor_of(floor))
-    rule = EPOCHS_BEFORE_MEMORISING * images / 1000
+    rule = supported_kimg(images)
     said = f"{onset:g} kimg ({onset * 1000 / images:,.0f} epochs)" if onset is not None else f"none by {kimg:g} kimg"
     print(
         f"onset of copying: {said}; the doctor's rule of thumb expects it after {rule:g} kimg "

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.scoring.stopping import points_from_curve, stop_verdict
+from hpo.service.ladder import FLOOR_ATTR
 from hpo.service.storage import open_storage, redact
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason, noise_of, retried_numbers
@@ -66,25 +68,51 @@ def _last_val(t: FrozenTrial) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def _last_gap(t: FrozenTrial) -> float | None:
+    curve = current_attrs(t).get("curve")
+    if not isinstance(curve, dict) or not curve:
+        return None
+    value = curve[max(curve, key=int)].get("gap")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _stop(t: FrozenTrial, noise: float | None, copy_floor: float | None) -> str | None:
+    """The stop verdict of a trial whose evaluation points were scored (budget ladders): a word and
+    since when."""
+    curve = current_attrs(t).get("curve")
+    points = points_from_curve(curve) if isinstance(curve, dict) else []
+    if not points:
+        return None
+    v = stop_verdict(points, noise=noise, copy_floor=copy_floor)
+    return f"{v.kind} since {v.since_kimg:.3g} kimg" if v.since_kimg is not None else v.kind
+
+
 def trials_table(study: optuna.Study, metric: str) -> str:
-    """One row per attempt: the score only for complete trials, the validation metric at the last
-    evaluation point for every trial that reached one (pruned trials stop there)."""
+    """One row per attempt: the score only for complete trials, the validation metric and the
+    generalisation gap at the last evaluation point for every trial that reached one (pruned trials
+    stop there), and the stop verdict where evaluation points were scored."""
     trials = study.get_trials(deepcopy=False)
     retried = retried_numbers(trials)
     names = sorted({k for t in trials for k in t.params})
+    noise = noise_of(trials).sd
+    floor = study.user_attrs.get(FLOOR_ATTR)
+    copy_floor = max(floor["copy_pixels_high"], floor["copy_features_high"]) if floor else None
     rows = [
         [
             t.number,
             _state(t, retried),
             t.value if t.state == TrialState.COMPLETE else None,
             _last_val(t),
+            _last_gap(t),
             *(t.params.get(n) for n in names),
             _sampling(t),
+            _stop(t, noise, copy_floor),
             fail_reason(t),
         ]
         for t in trials
     ]
-    return table(rows, ["#", "state", metric, f"{PRUNING_METRIC}@last", *names, "best sampling", "reason"])
+    header = ["#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "stop", "reason"]
+    return table(rows, header)
 
 
 def status_text(url: str, study_name: str | None) -> str:

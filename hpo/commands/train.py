@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
 from hpo.scoring.progress import ProgressProbe, copy_floor_of, progress_line
@@ -146,6 +147,11 @@ def _train_and_score(
     noise = pair_sd(again, curve[str(cfg.num_evals)]["score"])
     verdict = stop_verdict(points_from_curve(curve), noise=noise, copy_floor=copy_floor_of(floor))
     print(f"stop verdict: {verdict.text}")
+    images = int(data.train_images.shape[0])
+    print(
+        f"the doctor's rule of thumb expects copying after about {supported_kimg(images):g} kimg "
+        f"({images} training images × {EPOCHS_BEFORE_MEMORISING} epochs); this run trained {cfg.kimg:g} kimg"
+    )
     best = sweep.best
     grid = save_grid(sample_images(result.model, best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8)
     runs.on_result({"fid": best.fid, "kid": best.kid}, {}, result.steps)

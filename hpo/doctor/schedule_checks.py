@@ -99,6 +99,11 @@ def receptive_field(net: nn.Module, info: NetInfo, device: torch.device) -> Chec
     return Check("network: receptive field", "pass", text)
 
 
+def supported_kimg(num_images: int) -> float:
+    """The budget a training set supports before memorisation is likely (the rule of thumb below)."""
+    return EPOCHS_BEFORE_MEMORISING * num_images / 1000
+
+
 def data_budget(data: ImageData, num_parameters: int, max_kimg: float, conditional: bool) -> Check:
     """Rule of thumb: a network with more than PARAMS_PER_IMAGE parameters per training image starts to
     memorise after a few hundred epochs (memorisation of small sets: Somepalli et al. 2023, Gu et al.
@@ -106,7 +111,7 @@ def data_budget(data: ImageData, num_parameters: int, max_kimg: float, condition
     n = int(data.train_images.shape[0])
     per_image = num_parameters / max(n, 1)
     epochs = max_kimg * 1000 / max(n, 1)
-    supported = EPOCHS_BEFORE_MEMORISING * n / 1000
+    supported = supported_kimg(n)
     per_class = Counter(data.train_labels.tolist())
     fewest = min(per_class.values()) if per_class else 0
     text = (
