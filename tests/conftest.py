@@ -10,6 +10,14 @@ from hpo.training.data import ImageData, load_data
 TINY = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64)
 
 
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own folder with no storage URL from the environment: nothing a test
+    writes by default (hpo.db, reports/, mlruns/, runs/) lands in the checkout."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HPO_STORAGE", raising=False)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
