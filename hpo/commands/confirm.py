@@ -10,7 +10,7 @@ from hpo.commands.launch import check_workers_finished, follow, start_workers
 from hpo.commands.status import table
 from hpo.report.render import report_path, write_report
 from hpo.service.confirm import Verdict, create_companion, verdict
-from hpo.service.ladder import Ladder, ladder_verdict
+from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
 from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url
 from hpo.service.study import load, require_spec
 
@@ -38,15 +38,8 @@ def verdict_text(v: Verdict, metric: str) -> str:
 def ladder_text(ladder: Ladder, metric: str) -> str:
     """Configurations × rungs (mean ± sd over seeds), the rank correlation and verdict per rung, the
     ladder's one sentence, and each configuration's stop verdict and forecast."""
-    first = ladder.rungs[0].configs
     header = ["configuration", f"study {metric}", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)]
-    rows = []
-    for c in first:
-        cells = []
-        for r in ladder.rungs:
-            at = next((x for x in r.configs if x.trial == c.trial), None)
-            cells.append(f"{at.mean:.4g} ± {at.spread:.2g}" if at is not None and at.values else "—")
-        rows.append([f"#{c.trial}" + (" (baseline)" if c.baseline else ""), c.study_value, *cells])
+    rows = [[label, value, *cells] for label, value, cells in ladder_rows(ladder)]
     lines = [table(rows, header), ""]
     for r in ladder.rungs:
         rho = f"{r.rank_correlation:+.2f}" if r.rank_correlation is not None else "n/a (< 3 configurations)"
@@ -54,8 +47,8 @@ def ladder_text(ladder: Ladder, metric: str) -> str:
     lines.append(ladder.summary)
     if ladder.floor:
         lines.append(
-            f"real held-out images: {metric} {ladder.floor['score']:.4g}, copy share up to "
-            f"{100 * max(ladder.floor['copy_pixels_high'], ladder.floor['copy_features_high']):.1f} % (the floor)"
+            f"real held-out images: {metric} {ladder.floor['score']:.4g} "
+            f"at {ladder.floor.get('num_images', 0):g} images, copy share up to {copy_floor_text(ladder.floor)} (the floor)"
         )
     for number, stop in ladder.stops.items():
         lines.append(f"#{number}: {stop.text}")

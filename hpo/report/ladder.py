@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from hpo.report import figures
 from hpo.service.confirm import LADDER_BY
-from hpo.service.ladder import Ladder, ladder_verdict
+from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
 
 e = html.escape
 
@@ -51,15 +51,10 @@ def ladder_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metri
         return f"<p>The ladder study {e(str(name))} is gone.</p>"
     ladder = ladder_verdict(study, companion)
     head = "".join(f"<th>{r.multiple}× ({r.kimg:g} kimg)</th>" for r in ladder.rungs)
-    rows = []
-    for c in ladder.rungs[0].configs:
-        cells = []
-        for r in ladder.rungs:
-            at = next((x for x in r.configs if x.trial == c.trial), None)
-            text = f"{at.mean:.4g} ± {at.spread:.2g}" if at is not None and at.values else "—"
-            cells.append(f"<td>{text}</td>")
-        label = f"#{c.trial}{' (baseline)' if c.baseline else ''}"
-        rows.append(f"<tr><td>{label}</td><td>{c.study_value:.4g}</td>{''.join(cells)}</tr>")
+    rows = [
+        f"<tr><td>{e(label)}</td><td>{value:.4g}</td>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
+        for label, value, cells in ladder_rows(ladder)
+    ]
     per_rung = "".join(
         f"<li>{r.multiple}×: rank correlation "
         f"{f'{r.rank_correlation:+.2f}' if r.rank_correlation is not None else 'n/a (fewer than 3)'}; "
@@ -70,13 +65,15 @@ def ladder_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metri
         f"<li>#{n}: {e(v.text)}" + (f"<br>{e(ladder.forecasts[n].text)}" if n in ladder.forecasts else "") + "</li>"
         for n, v in ladder.stops.items()
     )
-    floor = (
-        f"<p class='note'>Real held-out images score {ladder.floor['score']:.4g} (the floor no model can beat by "
-        f"much); up to {100 * max(ladder.floor['copy_pixels_high'], ladder.floor['copy_features_high']):.1f} % of "
-        "them look like copies of a training image, so only copy shares above that count.</p>"
-        if ladder.floor
-        else ""
-    )
+    floor = ""
+    if ladder.floor:
+        floor = (
+            f"<p class='note'>Real held-out images score {ladder.floor['score']:.4g} against the same training "
+            f"reference ({ladder.floor.get('num_images', 0):g} images; fewer images score higher). A model well "
+            "below that matches the training images more closely than new real images do: read its copy share. Up "
+            f"to {copy_floor_text(ladder.floor)} of the held-out images look like copies of a training image, so "
+            "only copy shares above that count.</p>"
+        )
     return (
         f"<p><b>{e(ladder.summary)}</b></p><table><tr><th>configuration</th><th>in the study</th>{head}</tr>"
         f"{''.join(rows)}</table><p class='note'>Mean ± sd over seeds; {ladder.finished} of {ladder.expected} runs "

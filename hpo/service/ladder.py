@@ -59,6 +59,23 @@ class RungValue:
         return float(score) if score is not None else None
 
 
+def ladder_rows(ladder: Ladder) -> list[tuple[str, float, list[str]]]:
+    """Per configuration (the study's order): its label, study value and "mean ± sd" at each rung
+    ("—" where no seed has reached it): the table that ``hpo confirm`` prints and the report shows."""
+    rows = []
+    for c in ladder.rungs[0].configs:
+        cells = []
+        for r in ladder.rungs:
+            at = next((x for x in r.configs if x.trial == c.trial), None)
+            cells.append(f"{at.mean:.4g} ± {at.spread:.2g}" if at is not None and at.values else "—")
+        rows.append((f"#{c.trial}" + (" (baseline)" if c.baseline else ""), c.study_value, cells))
+    return rows
+
+
+def copy_floor_text(floor: dict[str, float]) -> str:
+    return f"{100 * max(floor['copy_pixels_high'], floor['copy_features_high']):.1f} %"
+
+
 def rung_state(scored: list[Confirmed]) -> str:
     if len(scored) < 2:
         return "pending"
