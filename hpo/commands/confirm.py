@@ -48,7 +48,8 @@ def ladder_text(ladder: Ladder, metric: str) -> str:
     if ladder.floor:
         lines.append(
             f"real held-out images: {metric} {ladder.floor['score']:.4g} "
-            f"at {ladder.floor.get('num_images', 0):g} images, copy share up to {copy_floor_text(ladder.floor)} (the floor)"
+            f"at {ladder.floor.get('num_images', 0):g} images, "
+            f"copy share up to {copy_floor_text(ladder.floor)} (the floor)"
         )
     for number, stop in ladder.stops.items():
         lines.append(f"#{number}: {stop.text}")
