@@ -100,7 +100,7 @@ def run_dataset(
         started = time.perf_counter()
         long_runs, short = [], []
         for c in configs:
-            cfg = TrainConfig(**{**NET, **c, **changes, "kimg": base_kimg * top, "num_evals": top})  # type: ignore[arg-type]
+            cfg = TrainConfig(**{**NET, **c, **changes, "kimg": base_kimg * top, "num_evals": top})
             long_runs.append(rung_scores(cfg, data, probe, RUNGS))
             if changes["lr_schedule"] == "constant":
                 short.append(long_runs[-1][1])
@@ -121,7 +121,7 @@ def run_dataset(
         )
         if not noise:
             best = int(np.argmin(final))
-            cfg = TrainConfig(**{**NET, **configs[best], **changes, "kimg": base_kimg * top, "num_evals": 1})  # type: ignore[arg-type]
+            cfg = TrainConfig(**{**NET, **configs[best], **changes, "kimg": base_kimg * top, "num_evals": 1})
             model = train(cfg, data).model
             pair = [probe.measure(model, SAMPLING, seed=s)["score"] for s in (0, 1)]
             noise.append(abs(pair[0] - pair[1]) / math.sqrt(2))

@@ -31,6 +31,7 @@ class EmpiricalDenoiser(nn.Module):
 
     def __init__(self, images: torch.Tensor, schedule: NoiseSchedule) -> None:
         super().__init__()
+        self.x0: torch.Tensor
         self.register_buffer("x0", to_model_range(images).float())
         self.schedule = schedule
         self.anchor = nn.Parameter(torch.zeros(()))  # a DiffusionModel needs a parameter for its device
