@@ -64,5 +64,7 @@ def set_threads(threads: int | None) -> None:
 
 
 def threads_per_worker(workers: int) -> int:
-    """The CPU cores split between ``workers`` local processes (at least one thread each)."""
-    return max(1, (os.cpu_count() or 1) // max(workers, 1))
+    """The CPU cores this process may run on (its affinity: a container's cpuset or ``taskset``, not
+    the machine's count) split between ``workers`` local processes (at least one thread each)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(workers, 1))
