@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,13 @@ import torch
 
 from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.result import Check
+from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
 from hpo.spec.params import candidates, param_bounds
 from hpo.spec.spec import Spec
 from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
+from hpo.training.refusal import schedule_label, schedule_refusal
 from hpo.training.runtime import resolve_device
 from hpo.training.trainer import Trainer, make_schedule
 
@@ -40,23 +43,40 @@ def batch_size_configs(spec: Spec, cfg: TrainConfig) -> list[TrainConfig]:
     return [cfg.replace(batch_size=int(b)) for b in sorted(sizes)]
 
 
+SCHEDULE_KEYS = ("schedule", "timesteps", "beta_scaling", "beta_start", "beta_end", "zero_terminal_snr")
+
+
 def schedule_configs(spec: Spec, cfg: TrainConfig) -> list[TrainConfig]:
-    """The baseline's schedule first, then each other searched schedule × T at their choices."""
-    names = list(getattr(spec.search.get("schedule"), "choices", [])) or [cfg.schedule]
-    steps = list(getattr(spec.search.get("timesteps"), "choices", [])) or [cfg.timesteps]
-    others = [cfg.replace(schedule=s, timesteps=int(t)) for s in names for t in steps]
-    return [cfg, *(c for c in others if c != cfg)]
+    """The baseline's schedule first, then every corner of the searched schedule settings (each
+    choice, both ends of each range) that is a valid configuration."""
+    axes = [
+        [(key, v) for v in candidates(spec.search[key])] if key in spec.search else [(key, getattr(cfg, key))]
+        for key in SCHEDULE_KEYS
+    ]
+    out = [cfg]
+    for corner in itertools.product(*axes):
+        try:
+            c = cfg.replace(**dict(corner))
+        except ConfigError:  # e.g. beta_start above beta_end, or zero terminal SNR with eps: not a trial either
+            continue
+        if c not in out:
+            out.append(c)
+    return out
 
 
 def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: Trainer) -> list[Check]:
     checks = []
-    for i, c in enumerate(schedule_configs(spec, cfg)):
-        label = f"{c.schedule} T={c.timesteps}" + (" (baseline)" if i == 0 else "")
+    configs = schedule_configs(spec, cfg)
+    refused = [c for c in configs[1:] if schedule_refusal(c) is not None]
+    for i, c in enumerate(configs):
+        label = schedule_label(c) + (" (baseline)" if i == 0 else "")
         found = [
             schedule_checks.terminal_snr(make_schedule(c), label),
             schedule_checks.wasted_levels(make_schedule(c), label),
         ]
-        checks += found if i == 0 else [f for f in found if f.status != "pass"]
+        checks += found if i == 0 else [f for f in found if f.status != "pass" and c not in refused]
+    if refused:
+        checks.append(schedule_checks.refused_corners(refused, len(configs)))
     searched = spec.search.get("ddim_steps")
     steps = candidates(searched) if searched is not None else list(spec.sampling.values("ddim_steps"))
     checks.append(schedule_checks.ddim_steps([int(s) for s in steps], cfg.timesteps))

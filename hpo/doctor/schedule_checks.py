@@ -13,9 +13,11 @@ from torch import nn
 from hpo.diffusion.network import NetInfo
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.result import Check
+from hpo.spec.config import TrainConfig
 from hpo.training.data import ImageData
+from hpo.training.refusal import TERMINAL_FAIL, TERMINAL_WARN, schedule_refusal, terminal_alpha_bar
+from hpo.training.trainer import make_schedule
 
-TERMINAL_WARN, TERMINAL_FAIL = 1e-3, 2e-2  # ᾱ at t = T−1 (log-SNR −6.9 and −3.9)
 WASTED_SHARE = 0.3  # share of training timesteps at |log-SNR| > 8
 EPOCHS_BEFORE_MEMORISING = 500  # rule of thumb, see data_budget
 PARAMS_PER_IMAGE = 1000
@@ -23,7 +25,7 @@ PARAMS_PER_IMAGE = 1000
 
 def terminal_snr(schedule: NoiseSchedule, label: str) -> Check:
     """Sampling starts from pure noise; training must end there too (Lin et al. 2024)."""
-    abar = float(schedule.alphas_cumprod[-1])
+    abar = terminal_alpha_bar(schedule)
     log_snr = float(schedule.log_snr[-1])
     text = f"{label}: ᾱ at the last step is {abar:.3g} (log-SNR {log_snr:.2f})"
     fix = (
@@ -35,6 +37,23 @@ def terminal_snr(schedule: NoiseSchedule, label: str) -> Check:
     if abar > TERMINAL_WARN:
         return Check("schedule: terminal SNR", "warn", text, fix)
     return Check("schedule: terminal SNR", "pass", f"{text}: training reaches (nearly) pure noise")
+
+
+def refused_corners(refused: list[TrainConfig], total: int) -> Check:
+    """Corners of the search space whose schedule cannot work: a warning, not a failure — the study
+    runs, and the objective ends each such trial before training (reason ``invalid_schedule``)."""
+    reasons = "; ".join(str(schedule_refusal(c)).split(":")[0] + f" (ᾱ_T {_abar(c):.3g})" for c in refused)
+    return Check(
+        "schedule: search-space corners",
+        "warn",
+        f"{len(refused)} of {total} corners of the searched schedule settings never reach pure noise: {reasons}",
+        "trials that draw them end at once with reason invalid_schedule and cost nothing; narrow the search "
+        "space to stop drawing them",
+    )
+
+
+def _abar(cfg: TrainConfig) -> float:
+    return terminal_alpha_bar(make_schedule(cfg))
 
 
 def wasted_levels(schedule: NoiseSchedule, label: str) -> Check:

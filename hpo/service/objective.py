@@ -35,6 +35,7 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
 from hpo.tracking.runs import open_runs
 from hpo.training.model import DiffusionModel
+from hpo.training.refusal import schedule_refusal
 from hpo.training.runtime import release_memory
 from hpo.training.trainer import EvalPoint, TrainingAborted, TrainingStopped, TrainResult, train
 from hpo.training.validation import PRUNING_METRIC
@@ -72,6 +73,11 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
         combos = ctx.spec.sampling_combinations(cfg, sampling_params)
     except ConfigError as err:
         raise _fail(trial, "invalid_config", str(err)) from None
+    refusal = schedule_refusal(cfg)
+    if refusal is not None:  # a broken corner of the search space: no training, and TPE learns to avoid it
+        trial.set_user_attr("fail_reason", "invalid_schedule")
+        trial.set_user_attr("error", refusal[:500])
+        raise optuna.TrialPruned(refusal)
     trial.set_user_attr("device", f"{socket.gethostname()}:{ctx.device}")
     trial.set_user_attr("budget_kimg", cfg.kimg)
     root = ctx.trial_root(trial)

@@ -24,6 +24,8 @@ REASONS = {
     "worker_lost": "its worker stopped sending heartbeats (killed, preempted, host lost); a retry resumed it",
     "worker_stopped": "its worker was stopped (SIGTERM, docker compose stop); a retry resumed it",
     "invalid_config": "the drawn parameters break a rule (e.g. DDIM steps above T); see the error attribute",
+    "invalid_schedule": "the drawn schedule and T never reach pure noise (samples would stay grey); refused before "
+    "training, at no cost",
     "network_protocol": "the network factory breaks the protocol; see the error attribute",
     "fid_not_finite": "the samples could not be scored (FID not finite)",
     "error": "an unexpected error; see the trial's error attribute and the worker log",
