@@ -67,13 +67,17 @@ def start_workers(url: str, study: str, n: int, *, artifacts: Path, detach: bool
 
 def preflight_doctor(spec: Spec) -> None:
     """`hpo doctor --fast`: refuse to start a study whose data or model is broken."""
+    from hpo.doctor.checklist import Checklist
+    from hpo.doctor.result import Check
     from hpo.doctor.run import run_doctor
 
-    checks = run_doctor(spec, fast=True, out_dir=Path("runs") / "doctor")
-    failed = [c for c in checks if c.status == "fail"]
-    for check in checks:
+    def show(check: Check) -> None:
         if check.status in ("fail", "warn"):
             print(check.line(), file=sys.stderr)
+
+    checklist = Checklist(show, lambda text: print(text, file=sys.stderr))
+    checks = run_doctor(spec, fast=True, out_dir=Path("runs") / "doctor", checklist=checklist)
+    failed = [c for c in checks if c.status == "fail"]
     if failed:
         raise HpoError(
             f"`hpo doctor --fast` failed {len(failed)} check(s) above; fix them, or launch with --skip-doctor"

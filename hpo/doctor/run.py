@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from hpo.doctor import data_checks, model_checks, schedule_checks
+from hpo.doctor.checklist import Checklist
 from hpo.doctor.result import Check
 from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
@@ -89,32 +90,49 @@ def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: 
 
 
 def run_doctor(
-    spec: Spec, *, fast: bool, out_dir: Path, memory_limit_gb: float | None = None, workers: int = 1
+    spec: Spec,
+    *,
+    fast: bool,
+    out_dir: Path,
+    memory_limit_gb: float | None = None,
+    workers: int = 1,
+    checklist: Checklist | None = None,
 ) -> list[Check]:
-    data = load_data(spec.data)
+    """Every check in order; ``checklist`` hands each on as it finishes (and says what is running)."""
+    out = checklist if checklist is not None else Checklist()
+    with out.running("loading the data"):
+        data = load_data(spec.data)
     cfg = base_config(spec)
     device = resolve_device(cfg.device)
     cfg = cfg.replace(device=str(device))
-    checks = [data_checks.counts(data), data_checks.unreadable(data)]
+    out.add(data_checks.counts(data), data_checks.unreadable(data))
     if not fast:
-        checks.append(data_checks.source_files(spec.data))
-        checks += data_checks.duplicates_and_constants(data)
+        out.add(data_checks.source_files(spec.data))
+        with out.running("data: duplicates"):
+            out.add(*data_checks.duplicates_and_constants(data))
     trainer = Trainer(cfg, data, device)
-    checks.append(data_checks.value_range(trainer.batch()[0], out_dir / "doctor-batch.png"))
-    check, overfitted = model_checks.overfit(cfg, data, steps=80 if fast else 300)
-    checks += [
-        check,
-        model_checks.gradient_flow(cfg, data, device),
-        *model_checks.conditioning(overfitted.model, overfitted.info, data),
-    ]
-    checks += schedule_and_budget(spec, cfg, data, trainer)
+    out.add(data_checks.value_range(trainer.batch()[0], out_dir / "doctor-batch.png"))
+    with out.running("model: overfit one batch"):
+        check, overfitted = model_checks.overfit(cfg, data, steps=80 if fast else 300)
+    out.add(check)
+    with out.running("model: gradients"):
+        out.add(model_checks.gradient_flow(cfg, data, device))
+    out.add(*model_checks.conditioning(overfitted.model, overfitted.info, data))
+    with out.running("schedule and budget"):
+        out.add(*schedule_and_budget(spec, cfg, data, trainer))
     if fast:
-        return checks
-    checks.append(model_checks.mixed_precision(cfg, data, device))
+        return out.checks
+    with out.running("model: mixed precision"):
+        out.add(model_checks.mixed_precision(cfg, data, device))
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb else default_memory_limit(device)
-    checks += model_checks.memory_and_speed(
-        batch_size_configs(spec, cfg), data, device, limit_bytes=limit, n_trials=spec.study.n_trials, workers=workers
-    )
+    with out.running("memory and speed"):
+        out.add(
+            *model_checks.memory_and_speed(
+                batch_size_configs(spec, cfg), data, device, limit_bytes=limit, n_trials=spec.study.n_trials,
+                workers=workers,
+            )
+        )  # fmt: skip
     _, top_lr = param_bounds(spec.search.get("lr"), cfg.lr)
-    checks.append(model_checks.lr_probe(cfg.replace(lr=float(top_lr)), data, device))
-    return checks
+    with out.running("lr: top of the range"):
+        out.add(model_checks.lr_probe(cfg.replace(lr=float(top_lr)), data, device))
+    return out.checks

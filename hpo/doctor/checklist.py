@@ -1,0 +1,54 @@
+"""The checklist as it runs: each check is handed on the moment it finishes, and a step that runs
+longer than :data:`PROGRESS_EVERY` seconds says so every few seconds, so a slow doctor (a large
+network on a CPU) never looks hung."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from hpo.doctor.result import Check
+
+PROGRESS_EVERY = 5.0  # seconds between "still running" lines
+
+
+class Checklist:
+    def __init__(
+        self,
+        on_check: Callable[[Check], None] | None = None,
+        on_progress: Callable[[str], None] | None = None,
+        *,
+        every: float = PROGRESS_EVERY,
+    ) -> None:
+        self.checks: list[Check] = []
+        self.on_check, self.on_progress, self.every = on_check, on_progress, every
+
+    def add(self, *checks: Check) -> None:
+        for check in checks:
+            self.checks.append(check)
+            if self.on_check is not None:
+                self.on_check(check)
+
+    @contextlib.contextmanager
+    def running(self, what: str) -> Iterator[None]:
+        """While the block runs, a line every ``every`` seconds: ``… what: 10 s``."""
+        if self.on_progress is None:
+            yield
+            return
+        done = threading.Event()
+        started = time.monotonic()
+        report = self.on_progress
+
+        def tick() -> None:
+            while not done.wait(self.every):
+                report(f"… {what}: still running after {time.monotonic() - started:.0f} s")
+
+        thread = threading.Thread(target=tick, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
