@@ -135,6 +135,18 @@ def check_workers_finished(study: optuna.Study, n_trials: int, workers: list[Loc
     )
 
 
+def scoring_preflight(spec: Spec, *, local_workers: int) -> None:
+    """Scoring must be possible where trials are scored. With local workers that is here: missing
+    Inception weights refuse the launch. With none (remote GPU workers) it is only a warning: each
+    worker checks its own copy before any training."""
+    try:
+        preflight(spec.score)
+    except HpoError as err:
+        if local_workers > 0:
+            raise
+        print(f"warning: {err} — no local worker scores here; each worker checks its own copy first", file=sys.stderr)
+
+
 def run_launch(
     spec_path: Path,
     *,
@@ -149,7 +161,8 @@ def run_launch(
     if new_name is not None:
         check_study_name(new_name, key="--new-name")
     url = resolve_url(storage)
-    preflight(spec.score)
+    n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
+    scoring_preflight(spec, local_workers=n_workers)
     check_trackers(spec.tracking)
     path = sqlite_path(url)
     fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early
@@ -160,7 +173,6 @@ def run_launch(
     study, created = create_or_resume(spec, store or open_storage(url), name=new_name)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
-    n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
     procs = start_workers(url, name, n_workers, artifacts=artifacts, detach=detach)
     if detach:
         print(f"{n_workers} worker(s) started in the background; follow with `hpo status {name}`")
