@@ -167,7 +167,8 @@ def test_sync_points_cover_every_step_once_with_finite_values(digits8: ImageData
     assert steps == list(range(1, cfg.total_steps + 1))
     assert all(v > 0 for p in synced for v in p.losses + p.grad_norms + [p.images_per_second])
     lrs = [lr for p in synced for lr in p.lrs]
-    assert lrs[0] == pytest.approx(cfg.lr * 32 / 320) and lrs[-1] == cfg.lr  # warm-up, then the set lr
+    assert lrs[0] == pytest.approx(cfg.lr * 32 / 320)  # warm-up
+    assert lrs[-1] == pytest.approx(cfg.lr * cfg.lr_floor)  # then the default cosine decay to its floor
 
 
 def test_progress_log_shows_only_synced_losses(digits8: ImageData, caplog: pytest.LogCaptureFixture) -> None:

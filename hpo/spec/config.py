@@ -117,7 +117,7 @@ class TrainConfig:
     adam_beta2: float = 0.999
     weight_decay: float = 0.0
     warmup_kimg: float = 0.0  # linear learning-rate warm-up, in thousands of images
-    lr_schedule: LrSchedule = "constant"  # after warm-up: constant, or cosine / linear decay to lr_floor at the end
+    lr_schedule: LrSchedule = "cosine"  # after warm-up: cosine or linear decay to lr_floor at the end, or constant
     lr_floor: float = 0.1  # cosine / linear: the final lr as a share of lr
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     ema_halflife_kimg: float = 0.5  # EMA half-life in thousands of images (EDM)
