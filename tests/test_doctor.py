@@ -193,8 +193,8 @@ def test_doctor_on_the_persons_setup_prints_the_schedule_checks_with_their_numbe
     code, out, _ = run_cli(["doctor", str(spec), "--fast", "-o", str(tmp_path / "doc"), "--threads", "1"])
     assert code == 0, out
     assert (
-        "[WARN] schedule: terminal SNR: linear literal betas T=512 (baseline): ᾱ at the last step is 0.00446 "
-        "(log-SNR -5.41)" in out
+        "[WARN] schedule: terminal SNR: linear literal betas 0.001→0.02 T=512 (baseline): ᾱ at the last step is "
+        "0.00446 (log-SNR -5.41)" in out
     )
     assert "[PASS] sampling: DDIM steps: DDIM steps 25, 50 of T=512" in out
     assert "network: receptive field" in out and "data: budget" in out
@@ -223,7 +223,7 @@ def test_a_broken_corner_of_the_search_space_is_a_warning_naming_it_and_its_tria
     code, out, _ = run_cli(["doctor", str(spec), "--fast", "-o", str(tmp_path / "doc"), "--threads", "1"])
     assert code == 0, out
     assert "[WARN] schedule: search-space corners: 1 of 4 corners of the searched schedule settings never reach" in out
-    assert "linear literal betas T=100 (ᾱ_T 0.364)" in out and "invalid_schedule" in out
+    assert "linear literal betas 0.0001→0.02 T=100 (ᾱ_T 0.364)" in out and "invalid_schedule" in out
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
     launched = hpo("launch", str(spec), "--artifacts", str(tmp_path / "a"), url=url, cwd=tmp_path)
     assert launched.returncode == 0, launched.stderr[-2000:]
@@ -233,7 +233,7 @@ def test_a_broken_corner_of_the_search_space_is_a_warning_naming_it_and_its_tria
     assert trials[0].state.name == "COMPLETE"
     refused = trials[1]
     assert refused.state.name == "PRUNED" and refused.user_attrs["fail_reason"] == "invalid_schedule"
-    assert "linear literal betas T=100" in refused.user_attrs["error"] and "curve" not in refused.user_attrs
+    assert "linear literal betas 0.0001→0.02 T=100" in refused.user_attrs["error"] and "curve" not in refused.user_attrs
     assert (refused.datetime_complete - refused.datetime_start).total_seconds() < 2  # type: ignore[operator]
 
 

@@ -12,8 +12,12 @@ TERMINAL_WARN, TERMINAL_FAIL = 1e-3, 2e-2  # ᾱ at t = T−1 (log-SNR −6.9 an
 
 
 def schedule_label(cfg: TrainConfig) -> str:
-    betas = "" if cfg.schedule != "linear" else (" literal betas" if cfg.beta_scaling == "none" else " scaled betas")
-    return f"{cfg.schedule}{betas} T={cfg.timesteps}"
+    """``linear literal betas 0.001→0.02 T=250``: every setting that moves the schedule's ends."""
+    betas = ""
+    if cfg.schedule == "linear":
+        kind = "literal" if cfg.beta_scaling == "none" else "scaled"
+        betas = f" {kind} betas {cfg.beta_start:g}→{cfg.beta_end:g}"
+    return f"{cfg.schedule}{betas} T={cfg.timesteps}" + (" zero terminal SNR" if cfg.zero_terminal_snr else "")
 
 
 def terminal_alpha_bar(schedule: NoiseSchedule) -> float:
