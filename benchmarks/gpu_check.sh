@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one run under 8 minutes on one GPU (run it whenever one is lent):
 #   1. trainer throughput, achieved TFLOP/s and MFU (bikes network, 64 px, batch 128), torch.compile off and on;
-#   2. the full doctor on a bikes-like spec, including its bf16 mixed-precision check;
+#   2. the full doctor on a bikes-like spec, including its bf16 mixed-precision check; 2b. the shipped bikes
+#      spec's preflight (`hpo doctor --fast`) on generated photos, timed (its overfit line names the lr that passed);
 #   3. a real CUDA out-of-memory in a worker: the trial is recorded as `oom` and the worker carries on;
 #   4. a 4-trial study with Inception FID when the weights are present ($HPO_FID_WEIGHTS or ~/.cache/hpo).
 # Usage: bash benchmarks/gpu_check.sh   (from the repository root, in the project's environment)
@@ -27,6 +28,21 @@ search:
 baselines: [{lr: 4.0e-4, batch_size: 32}]
 YAML
 timeout 120 "$PY" -m hpo doctor "$WORK/bikes-shapes.yaml" -o "$WORK/doctor" || true
+
+echo "== 2b. the shipped bikes spec's preflight (hpo doctor --fast, what hpo launch runs), timed =="
+"$PY" - "$WORK/bikes/data/bikes" <<'PY'
+import sys
+from pathlib import Path
+from PIL import Image
+from hpo.training.shapes import render_shapes
+images, labels, names = render_shapes(200, 64, seed=3)
+for i, (image, label) in enumerate(zip(images, labels)):
+    folder = Path(sys.argv[1]) / names[int(label)]
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(image.transpose(1, 2, 0)).save(folder / f"{i}.png")
+PY
+REPO=$(pwd)
+(cd "$WORK/bikes" && time timeout 240 "$PY" -m hpo doctor "$REPO/search_spaces/bikes.yaml" --fast -o "$WORK/doctor-bikes") || true
 
 echo "== 3. a real CUDA out-of-memory, recorded as oom; the worker carries on =="
 cat > "$WORK/oom.yaml" <<YAML
