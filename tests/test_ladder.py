@@ -14,9 +14,9 @@ import pytest
 from hpo.errors import HpoError
 from hpo.report.render import write_report
 from hpo.service.confirm import LADDER, create_companion, parse_budgets
-from hpo.service.ladder import FLOOR_ATTR, ladder_verdict
+from hpo.service.ladder import ladder_verdict
 from hpo.service.storage import open_storage
-from hpo.service.study import create_or_resume
+from hpo.service.study import FLOOR_ATTR, create_or_resume
 from hpo.spec.loading import load_spec
 from tests.service_helpers import hpo, write_spec
 from tests.test_report_verdicts import add, random_params

@@ -193,3 +193,27 @@ def test_reports_of_known_studies_render_in_chromium_within_the_page_width(
         width = int(re.search(r'data-width="(\d+)"', dom).group(1))  # type: ignore[union-attr]
         assert width <= 1280, f"{study.study_name}: the page is {width} px wide in a 1280 px window"
         assert dom.count('class="main-svg"') >= 2 * dom.count('class="plotly-graph-div')
+
+
+@pytest.mark.parametrize(
+    ("floor", "expected"),
+    [
+        (0.95, "the best is at the floor, so the metric can no longer rank the best trials"),
+        (0.40, "the best is 0.6 above them"),
+        (1.60, "the best scores below them, closer to the training images than new real images are"),
+    ],
+)
+def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floor: float, expected: str) -> None:
+    from hpo.commands.status import status_text
+    from hpo.service.study import FLOOR_ATTR
+
+    study = new_study(tmp_path, "scaled")
+    rng = np.random.default_rng(5)
+    add(study, random_params(rng), value=1.0, curve=[1.0] * 4, fid_noise=0.1)
+    add(study, random_params(rng), value=2.0, curve=[1.0] * 4, fid_noise=0.1)
+    study.set_user_attr(FLOOR_ATTR, {"score": floor, "score_sd": 0.0, "num_images": 256})
+    text = status_text(f"sqlite:///{tmp_path / 'hpo.db'}", "scaled")
+    assert f"real held-out images score {floor:g} (256 images): {expected}" in text
+    page = write_report(study, tmp_path / "s.html", artifact_dir=None).read_text()
+    assert "<b>Scale</b>: Real held-out images score" in page and expected in page
+    assert "seeds vary more: `hpo confirm`" in page

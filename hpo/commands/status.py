@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.scoring.progress import copy_floor_of, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
-from hpo.service.ladder import FLOOR_ATTR
 from hpo.service.storage import open_storage, redact
-from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
+from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason, noise_of, retried_numbers
 from hpo.training.validation import PRUNING_METRIC
 
@@ -95,8 +95,7 @@ def trials_table(study: optuna.Study, metric: str) -> str:
     retried = retried_numbers(trials)
     names = sorted({k for t in trials for k in t.params})
     noise = noise_of(trials).sd
-    floor = study.user_attrs.get(FLOOR_ATTR)
-    copy_floor = max(floor["copy_pixels_high"], floor["copy_features_high"]) if floor else None
+    copy_floor = copy_floor_of(study.user_attrs.get(FLOOR_ATTR))
     rows = [
         [
             t.number,
@@ -129,4 +128,6 @@ def status_text(url: str, study_name: str | None) -> str:
         return table(rows, ["study", "progress"])
     study = load(storage, study_name, redact(url))
     p, metric = progress(study, n_trials_of(study)), metric_of(study)
-    return progress_line(p, metric, best_text(study, p)) + "\n\n" + trials_table(study, metric)
+    floor = floor_reading(p.best, noise_of(study.get_trials(deepcopy=False)), study.user_attrs.get(FLOOR_ATTR))
+    head = progress_line(p, metric, best_text(study, p)) + (f"\n{floor}" if floor else "")
+    return head + "\n\n" + trials_table(study, metric)

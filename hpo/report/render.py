@@ -32,8 +32,10 @@ from hpo.report.data import (
 )
 from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
+from hpo.scoring.progress import floor_reading
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
+from hpo.service.study import FLOOR_ATTR
 from hpo.service.trials import current_attrs, explain
 from hpo.training.validation import PRUNING_METRIC
 
@@ -71,7 +73,7 @@ def next_step(text: str) -> str:
     return f"<p class='next'><b>Next:</b> {e(text)}</p>"
 
 
-def summary_html(s: Summary) -> str:
+def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
     counts = " · ".join(f"{v} {e(k)}" for k, v in s.counts.items() if v)
     best = "no complete trial yet"
     if s.best is not None:
@@ -89,10 +91,20 @@ def summary_html(s: Summary) -> str:
     )
     return (
         f"<ul><li><b>Best</b>: {best}</li><li><b>Against the baseline</b>: {e(best_vs_baseline(s))}</li>"
+        f"{scale_html(s, floor)}"
         f"<li><b>Trials</b>: {counts} (study size {s.n_trials})</li>"
         f"<li><b>Compute</b>: {s.compute_seconds / 3600:.2f} h of worker time, running trials included; pruning "
         f"saved about {s.saved_seconds / 3600:.2f} h</li><li><b>Metric</b>: {e(note)}</li></ul>"
     )
+
+
+def scale_html(s: Summary, floor: dict[str, float] | None) -> str:
+    """Where real held-out images land on the same score: the scale every score is read against."""
+    text = floor_reading(s.best.value if s.best is not None else None, s.noise, floor)
+    if not text:
+        return ""
+    note = " (± beside a score is the noise of re-sampling one model; seeds vary more: `hpo confirm`)"
+    return f"<li><b>Scale</b>: {e(text[0].upper() + text[1:])}{e(note)}</li>"
 
 
 def importance_html(imp: Importances) -> str:
@@ -233,7 +245,7 @@ def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
     parts = [
         f"<h1>Study {e(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
         "<h2>Summary</h2>",
-        summary_html(s),
+        summary_html(s, study.user_attrs.get(FLOOR_ATTR)),
         "<h2>Which hyperparameters mattered</h2>",
         importance_html(fid_imp),
         importance_html(val_imp),

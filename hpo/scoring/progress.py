@@ -5,6 +5,7 @@ reads these points."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 
 from hpo.scoring.features import extract
 from hpo.scoring.memorisation import CopyShare, copy_share, pixel_vectors
+from hpo.scoring.noise import Noise
 from hpo.scoring.score import Scorer, fid_kid, sample_features, score_labels
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData
@@ -109,10 +111,13 @@ class ProgressProbe:
         }
 
 
-def copy_floor_of(floor: Floor) -> float:
+def copy_floor_of(floor: Floor | Mapping[str, float] | None) -> float | None:
     """The copy share that held-out real images reach (the upper end of their interval, in whichever
-    space reaches higher): a run's copies count only above it."""
-    return max(floor.copy_pixels.high, floor.copy_features.high)
+    space reaches higher): a run's copies count only above it. Takes a floor or its stored dict."""
+    if isinstance(floor, Floor):
+        return max(floor.copy_pixels.high, floor.copy_features.high)
+    highs = [floor[k] for k in ("copy_pixels_high", "copy_features_high") if k in floor] if floor else []
+    return max(highs) if highs else None
 
 
 def progress_line(metrics: dict[str, float], metric_name: str) -> str:
@@ -127,3 +132,20 @@ def progress_line(metrics: dict[str, float], metric_name: str) -> str:
     if "gap" in metrics:
         parts.append(f"gap {metrics['gap']:.3f}")
     return ", ".join(parts)
+
+
+def floor_reading(best: float | None, noise: Noise, floor: Mapping[str, float] | None) -> str:
+    """Where the best score sits against real held-out images, in words (empty without a floor)."""
+    if not floor:
+        return ""
+    text = f"real held-out images score {floor['score']:.4g} ({floor.get('num_images', 0):g} images)"
+    if best is None or noise.sd is None:
+        return text
+    if noise.tied(best, floor["score"]):
+        return (
+            f"{text}: the best is at the floor, so the metric can no longer rank the best trials; use more samples "
+            "(score.num_samples), other features, or a longer budget"
+        )
+    if best < floor["score"]:
+        return f"{text}: the best scores below them, closer to the training images than new real images are (copies?)"
+    return f"{text}: the best is {best - floor['score']:.3g} above them"

@@ -19,9 +19,10 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import curve_fit
 
+from hpo.scoring.noise import Noise
+
 MIN_POINTS = 3
 MAX_EXTRAPOLATION = 4.0
-TIE_FACTOR = 2 * math.sqrt(2)  # two scores closer than this × their noise sd are tied (as in the report)
 
 Kind = Literal["too_early", "improving", "plateau", "copying"]
 
@@ -79,7 +80,7 @@ def stop_verdict(points: Sequence[Point], *, noise: float | None, copy_floor: fl
     y = np.array([p.score for p in recent])
     slope = float(np.polyfit(x, y, 1)[0]) if np.ptp(x) > 0 else 0.0
     sd = noise if noise is not None and noise > 0 else _scatter(x, y)
-    margin = TIE_FACTOR * sd
+    margin = Noise(sd, 0).tie_margin
     span = math.log2(pts[-1].kimg / recent[0].kimg)
     noise_text = f"noise sd {sd:.3g}" + ("" if noise else ", estimated from the curve's scatter")
     if -slope * span > margin:

@@ -18,11 +18,10 @@ import optuna
 from optuna.trial import FrozenTrial
 from scipy.stats import spearmanr
 
+from hpo.scoring.progress import copy_floor_of
 from hpo.scoring.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
 from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading, tied
-from hpo.service.study import require_spec
-
-FLOOR_ATTR = "floor"  # the companion study's real-image floor (score and copy share), measured once
+from hpo.service.study import FLOOR_ATTR, require_spec
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def ladder_rows(ladder: Ladder) -> list[tuple[str, float, list[str]]]:
 
 
 def copy_floor_text(floor: dict[str, float]) -> str:
-    return f"{100 * max(floor['copy_pixels_high'], floor['copy_features_high']):.1f} %"
+    return f"{100 * (copy_floor_of(floor) or 0.0):.1f} %"
 
 
 def rung_state(scored: list[Confirmed]) -> str:
@@ -122,7 +121,7 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
         rungs.append(Rung(multiple, base * multiple, configs, rho, rung_state(scored), reading(scored, multiple)))
     curves = seed_mean_curves(source, companion, spec.train.num_evals)
     floor = companion.user_attrs.get(FLOOR_ATTR)
-    copy_floor = max(floor["copy_pixels_high"], floor["copy_features_high"]) if floor else None
+    copy_floor = copy_floor_of(floor)
     noise = noise if noise is not None else (source.user_attrs.get("fid_noise") or {}).get("sd")
     stops, forecasts = {}, {}
     target = require_spec(source).study.target_kimg

@@ -26,9 +26,8 @@ from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
 from hpo.service.confirm import LADDER
 from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
-from hpo.service.ladder import FLOOR_ATTR
 from hpo.service.space import suggest
-from hpo.service.study import pruned_reason
+from hpo.service.study import FLOOR_ATTR, pruned_reason
 from hpo.service.trials import noise_estimates
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
@@ -107,10 +106,16 @@ def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) ->
     best); None in an ordinary study, whose evaluation points carry the validation metric only."""
     if LADDER not in trial.study.user_attrs:
         return None
-    if FLOOR_ATTR not in trial.study.user_attrs:
-        trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
+    _ensure_floor(trial, ctx)
     known = trial.user_attrs.get("watch_sampling")
     return SamplingConfig(**known) if known else preview
+
+
+def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
+    """The study's floor: real held-out images scored like samples, measured by the first worker
+    that needs it and stored on the study."""
+    if FLOOR_ATTR not in trial.study.user_attrs:
+        trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
 
 
 def _train(
@@ -242,6 +247,7 @@ def _score(
         trial.set_user_attr(key, value)
     if not math.isfinite(best.fid):
         raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.fid}")
+    _ensure_floor(trial, ctx)
     if _needs_repeat(trial, best.fid):
         _repeat(trial, ctx, result.model, best)
     images = _artifacts(trial, ctx, result.model, best.sampling)

@@ -21,6 +21,7 @@ from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 log = logging.getLogger("hpo.study")
 
 SPEC_ATTR, HASH_ATTR = "hpo_spec", "hpo_spec_hash"
+FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 
 
 def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampler:
