@@ -159,6 +159,10 @@ def test_diffusers_unet_is_a_ready_factory(digits8: ImageData) -> None:
     result = train(cfg, digits8)
     assert result.history[-1].metrics["val_loss"] > 0
     Trainer(cfg, digits8, torch.device("cpu"))  # builds again: the protocol check passed
+    from hpo.doctor.model_checks import overfit
+
+    check, _ = overfit(cfg, digits8, steps=80)  # the doctor's preflight passes on diffusers' UNet too
+    assert check.status == "pass" and "at Adam lr" in check.reason, check.line()
 
 
 def test_protocol_check_names_what_is_wrong_for_a_module_that_returns_a_tuple() -> None:
