@@ -1,5 +1,5 @@
 """The checklist as it runs: each check is handed on the moment it finishes, and a step that runs
-longer than :data:`PROGRESS_EVERY` seconds says so every few seconds, so a slow doctor (a large
+longer than :data:`PROGRESS_EVERY` seconds says so, at doubling gaps, so a slow doctor (a large
 network on a CPU) never looks hung."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 
 from hpo.doctor.result import Check
 
-PROGRESS_EVERY = 5.0  # seconds between "still running" lines
+PROGRESS_EVERY = 5.0  # seconds before the first "still running" line; the gaps then double, up to a minute
+PROGRESS_MAX = 60.0
 
 
 class Checklist:
@@ -33,7 +34,8 @@ class Checklist:
 
     @contextlib.contextmanager
     def running(self, what: str) -> Iterator[None]:
-        """While the block runs, a line every ``every`` seconds: ``… what: 10 s``."""
+        """While the block runs, ``… what: still running after 15 s`` after ``every`` seconds, then
+        after gaps that double (up to a minute), so a ten-minute step prints a dozen lines, not 120."""
         if self.on_progress is None:
             yield
             return
@@ -42,8 +44,10 @@ class Checklist:
         report = self.on_progress
 
         def tick() -> None:
-            while not done.wait(self.every):
+            gap = self.every
+            while not done.wait(gap):
                 report(f"… {what}: still running after {time.monotonic() - started:.0f} s")
+                gap = min(2 * gap, max(PROGRESS_MAX, self.every))
 
         thread = threading.Thread(target=tick, daemon=True)
         thread.start()

@@ -22,9 +22,9 @@ def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
         name = f"#{number}" + (" (baseline)" if number in baseline else "")
         fig.add_trace(
             go.Scatter(
-                x=[k for k, _, _ in curve],
-                y=[m for _, m, _ in curve],
-                error_y={"type": "data", "array": [s for _, _, s in curve], "visible": True},
+                x=[c.kimg for c in curve],
+                y=[c.mean for c in curve],
+                error_y={"type": "data", "array": [c.sd for c in curve], "visible": True},
                 mode="lines+markers",
                 name=name,
             )

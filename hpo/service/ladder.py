@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -22,6 +23,13 @@ from hpo.scoring.progress import copy_floor_of
 from hpo.scoring.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
 from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading, tied
 from hpo.service.study import FLOOR_ATTR, require_spec
+
+
+class CurvePoint(NamedTuple):
+    kimg: float
+    mean: float  # over the seeds that reached this point
+    sd: float
+    seeds: int
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ class Rung:
 class Ladder:
     rungs: list[Rung]
     summary: str
-    curves: dict[int, list[tuple[float, float, float]]]  # source trial → (kimg, mean, sd over seeds) per point
+    curves: dict[int, list[CurvePoint]]  # source trial → its seed-mean curve
     stops: dict[int, StopVerdict]
     forecasts: dict[int, Forecast]
     floor: dict[str, float] | None
@@ -126,10 +134,12 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
     stops, forecasts = {}, {}
     target = require_spec(source).study.target_kimg
     for number, curve in curves.items():
-        points = [Point(k, m) for k, m, _ in curve]
         copies = copy_points(companion, number)
-        points = [Point(p.kimg, p.score, *copies.get(round(p.kimg, 6), (None, None))) for p in points]
-        stops[number] = stop_verdict(points, noise=noise, copy_floor=copy_floor)
+        points = [Point(c.kimg, c.mean, *copies.get(round(c.kimg, 6), (None, None))) for c in curve]
+        seeds = min(c.seeds for c in curve)  # a mean over n seeds: its sampling noise is sd / √n
+        stops[number] = stop_verdict(
+            points, noise=noise / math.sqrt(seeds) if noise else None, copy_floor=copy_floor
+        )
         if target is not None:
             forecasts[number] = forecast(points, target)
     trials = companion.get_trials(deepcopy=False)
@@ -137,16 +147,14 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
     return Ladder(rungs, summary_text(rungs), curves, stops, forecasts, floor, finished, spec.study.n_trials)
 
 
-def seed_mean_curves(
-    source: optuna.Study, companion: optuna.Study, num_evals: int
-) -> dict[int, list[tuple[float, float, float]]]:
-    """Per configuration, at every evaluation point every seed reached: (kimg, mean, sd)."""
-    out: dict[int, list[tuple[float, float, float]]] = {}
+def seed_mean_curves(source: optuna.Study, companion: optuna.Study, num_evals: int) -> dict[int, list[CurvePoint]]:
+    """Per configuration, at every evaluation point some seed reached: the mean over those seeds."""
+    out: dict[int, list[CurvePoint]] = {}
     for index in range(1, num_evals + 1):
         for c in confirmed_results(source, companion, RungValue(index)):
             if c.values:
                 kimg = _kimg_at(companion, c.trial, index)
-                out.setdefault(c.trial, []).append((kimg, c.mean, c.spread))
+                out.setdefault(c.trial, []).append(CurvePoint(kimg, c.mean, c.spread, len(c.values)))
     return out
 
 
