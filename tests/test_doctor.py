@@ -247,7 +247,7 @@ def test_the_checklist_hands_on_each_check_as_it_finishes_and_says_when_a_step_r
     checklist = Checklist(lambda c: seen.append(c.name), lambda text: seen.append(text), every=0.05)
     checklist.add(Check("first", "pass", "ok"))
     with checklist.running("slow step"):
-        time.sleep(0.4)  # lines at 0.05, 0.15, 0.35 s: the gaps double
+        time.sleep(0.5)  # lines at 0.05, 0.15, 0.35 s (the next at 0.75): the gaps double
     checklist.add(Check("second", "warn", "hm"))
     with checklist.running("quick step"):
         pass
