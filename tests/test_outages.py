@@ -27,11 +27,13 @@ LONG = {"kimg": 4.8, "num_evals": 6, "batch_size": 16}  # ~300 steps: long enoug
 ONE = {"lr": {"type": "float", "low": 1e-3, "high": 2e-3}}
 
 
-def launch(tmp_path: Path, url: str, name: str, n_trials: int, **study: object) -> optuna.Study:
+def launch(
+    tmp_path: Path, url: str, name: str, n_trials: int, train: dict[str, Any] | None = None, **study: object
+) -> optuna.Study:
     spec = write_spec(
         tmp_path,
         study={"name": name, "n_trials": n_trials, "heartbeat_interval": 1, "grace_period": 4, **study},
-        train=LONG,
+        train=train or LONG,
         search=ONE,
         sampling={"guidance_scale": 1.0, "ddim_steps": 4},
     )
@@ -92,7 +94,9 @@ def test_live_trials_survive_a_database_outage_with_no_retry_and_no_duplicate_tr
 def test_a_dead_workers_trial_is_failed_within_the_grace_period_while_the_others_are_busy(
     pg_url: str, tmp_path: Path
 ) -> None:
-    study = launch(tmp_path, pg_url, "reaped", 2)
+    # ~1 000 steps: the other worker must still be training when the dead trial is failed (with
+    # ~300 steps an idle machine finished it inside the 8 s window and the check had nothing to see)
+    study = launch(tmp_path, pg_url, "reaped", 2, train={**LONG, "kimg": 16.0})
     workers = [start_worker(pg_url, tmp_path) for _ in range(2)]
     wait_for(lambda: running_with_reports(study, 2), 240, "two live trials")
     workers[0].send_signal(signal.SIGKILL)

@@ -169,6 +169,10 @@ def _reporter(
     def on_eval(point: EvalPoint, ema: DiffusionModel) -> None:
         value = point.metrics[PRUNING_METRIC]
         trial.report(value if math.isfinite(value) else float("nan"), step=point.index)
+        if not math.isfinite(value):  # the (EMA) weights blew up even if the last losses were finite
+            trial.set_user_attr("fail_reason", "nan_loss")
+            trial.set_user_attr("stopped_at_kimg", point.kimg)
+            raise optuna.TrialPruned(f"validation metric is {value} at evaluation {point.index}: the weights diverged")
         entry = {**curve.get(str(point.index), {}), "kimg": point.kimg, **point.metrics}
         if watch is not None and "score" not in entry:
             entry.update(ctx.get_progress().measure(ema, watch, class_frequencies=ctx.data.class_frequencies()))

@@ -18,7 +18,7 @@ REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
     "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
     "pruned_by_successive_halving": "stopped by successive halving: not among the best at a rung",
-    "nan_loss": "the loss or gradient norm became NaN or infinite; lower lr or keep grad_clip",
+    "nan_loss": "the loss, gradient norm or validation metric became NaN or infinite; lower lr or keep grad_clip",
     "diverged": "the loss rose far above its running median; lower lr or add warm-up",
     "oom": "out of GPU memory at this batch size; the worker carried on",
     "worker_lost": "its worker stopped sending heartbeats (killed, preempted, host lost); a retry resumed it",
