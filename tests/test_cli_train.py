@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from tests.cli import run_cli
@@ -36,6 +37,12 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     assert summary["floor"]["score"] > 0 and 0.0 <= summary["floor"]["copy_pixels"] <= 1.0
     assert summary["stop"]["kind"] in ("too_early", "improving", "plateau", "copying")
     assert f"stop verdict: {summary['stop']['text']}" in stdout
+    from tests.test_tracking import records, scalar
+
+    recs = records(out / "tensorboard")
+    for name in ("score", "copy_pixels", "copy_features", "gap"):  # TensorBoard plots each point's numbers too
+        logged = sorted(scalar(v) for tag, _, v in recs if tag == f"val/{name}")
+        assert logged == pytest.approx(sorted(p[name] for p in curve.values()), rel=1e-5), name
     assert (out / "checkpoint.pt").exists() and list((out / "tensorboard").glob("events.out.tfevents.*"))
 
 
