@@ -40,6 +40,22 @@ def test_read_only_commands_refuse_a_missing_embedded_database_and_create_nothin
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--budgets", "1,x"], "error: --budgets '1,x': expected whole multiples of the study's budget from 1 to 64"),
+        (["--budgets", "0,4"], "error: --budgets '0,4': expected whole multiples"),
+        (["--budgets", "1,4", "--kimg", "32"], "error: --budgets and --kimg: give one"),
+    ],
+)
+def test_confirm_refuses_bad_budgets_in_one_line_and_creates_nothing(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    code, _, err = run_cli(["confirm", "x", *args])
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_both_postgresql_url_forms_are_accepted() -> None:
     plain = resolve_url("postgresql://u:p@db:5432/hpo")
     explicit = resolve_url("postgresql+psycopg2://u:p@db:5432/hpo")

@@ -43,24 +43,24 @@ def nested(path: list[Any], value: Any) -> Mutation:
 
 
 NUMERIC = {
-    "study": ["n_trials", "max_retries", "heartbeat_interval", "grace_period"],
+    "study": ["n_trials", "max_retries", "heartbeat_interval", "grace_period", "target_kimg"],
     "data": ["image_size", "val_fraction", "num_images", "max_images", "split_seed"],
     "train": [
         "kimg", "num_evals", "timesteps", "beta_start", "beta_end", "min_snr_gamma", "lr", "batch_size",
         "weight_decay", "warmup_kimg", "grad_clip", "ema_halflife_kimg", "ema_rampup", "diverge_factor",
-        "base_channels", "num_res_blocks", "dropout", "p_uncond", "val_images", "val_noise_levels",
+        "base_channels", "num_res_blocks", "dropout", "p_uncond", "val_images", "val_noise_levels", "lr_floor",
     ],
     "score": ["num_samples", "batch_size", "grid_size"],
     "sampler": ["n_startup_trials"],
     "pruner": ["startup_trials", "warmup_evals", "min_resource", "reduction_factor"],
 }  # fmt: skip
 NEGATIVE_REFUSED = {  # a negative value is invalid for these
-    "study": ["n_trials", "max_retries", "heartbeat_interval", "grace_period"],
+    "study": ["n_trials", "max_retries", "heartbeat_interval", "grace_period", "target_kimg"],
     "data": ["image_size", "val_fraction", "num_images", "max_images"],
     "train": [
         "kimg", "num_evals", "timesteps", "beta_start", "min_snr_gamma", "lr", "batch_size", "warmup_kimg",
         "grad_clip", "ema_halflife_kimg", "ema_rampup", "diverge_factor", "base_channels", "num_res_blocks",
-        "dropout", "p_uncond", "val_images", "val_noise_levels",
+        "dropout", "p_uncond", "val_images", "val_noise_levels", "lr_floor",
     ],
     "score": ["num_samples", "batch_size", "grid_size"],
     "pruner": ["startup_trials", "warmup_evals", "min_resource", "reduction_factor"],

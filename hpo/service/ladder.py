@@ -12,6 +12,7 @@ where the order flips); per configuration, the stop verdict of its seed-mean cur
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -127,14 +128,15 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
         if len(scored) >= 3:
             rho = float(spearmanr([c.study_value for c in scored], [c.mean for c in scored]).statistic)
         rungs.append(Rung(multiple, base * multiple, configs, rho, rung_state(scored), reading(scored, multiple)))
-    curves = seed_mean_curves(source, companion, spec.train.num_evals)
+    trials = companion.get_trials(deepcopy=False)
+    curves = seed_mean_curves(trials)
     floor = companion.user_attrs.get(FLOOR_ATTR)
     copy_floor = copy_floor_of(floor)
     noise = noise if noise is not None else (source.user_attrs.get("fid_noise") or {}).get("sd")
     stops, forecasts = {}, {}
     target = require_spec(source).study.target_kimg
     for number, curve in curves.items():
-        copies = copy_points(companion, number)
+        copies = copy_points(trials, number)
         points = [Point(c.kimg, c.mean, *copies.get(round(c.kimg, 6), (None, None))) for c in curve]
         seeds = min(c.seeds for c in curve)  # a mean over n seeds: its sampling noise is sd / √n
         stops[number] = stop_verdict(
@@ -142,34 +144,37 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
         )
         if target is not None:
             forecasts[number] = forecast(points, target)
-    trials = companion.get_trials(deepcopy=False)
     finished = sum(1 for t in trials if t.state.is_finished())
     return Ladder(rungs, summary_text(rungs), curves, stops, forecasts, floor, finished, spec.study.n_trials)
 
 
-def seed_mean_curves(source: optuna.Study, companion: optuna.Study, num_evals: int) -> dict[int, list[CurvePoint]]:
-    """Per configuration, at every evaluation point some seed reached: the mean over those seeds."""
-    out: dict[int, list[CurvePoint]] = {}
-    for index in range(1, num_evals + 1):
-        for c in confirmed_results(source, companion, RungValue(index)):
-            if c.values:
-                kimg = _kimg_at(companion, c.trial, index)
-                out.setdefault(c.trial, []).append(CurvePoint(kimg, c.mean, c.spread, len(c.values)))
-    return out
+def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
+    """Per configuration, at every evaluation point some seed scored: the mean over those seeds
+    (read from the companion's trials in one pass)."""
+    scored: dict[int, dict[int, list[tuple[float, float]]]] = {}
+    for t in trials:
+        number = t.user_attrs.get("confirm_of")
+        if number is None:
+            continue
+        for index, entry in (t.user_attrs.get("curve") or {}).items():
+            score = entry.get("score")
+            if score is not None and math.isfinite(score):
+                scored.setdefault(int(number), {}).setdefault(int(index), []).append((entry["kimg"], score))
+    return {
+        number: [_curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()
+    }
 
 
-def _kimg_at(companion: optuna.Study, number: int, index: int) -> float:
-    for t in companion.get_trials(deepcopy=False):
-        entry = (t.user_attrs.get("curve") or {}).get(str(index))
-        if t.user_attrs.get("confirm_of") == number and entry:
-            return float(entry["kimg"])
-    return math.nan
+def _curve_point(seeds: list[tuple[float, float]]) -> CurvePoint:
+    scores = [score for _, score in seeds]
+    spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
+    return CurvePoint(statistics.fmean(k for k, _ in seeds), statistics.fmean(scores), spread, len(scores))
 
 
-def copy_points(companion: optuna.Study, number: int) -> dict[float, tuple[float, float]]:
+def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[float, float]]:
     """Per kimg, the copy interval's lower end and the share, worst over seeds and spaces."""
     out: dict[float, tuple[float, float]] = {}
-    for t in companion.get_trials(deepcopy=False):
+    for t in trials:
         if t.user_attrs.get("confirm_of") != number:
             continue
         for entry in (t.user_attrs.get("curve") or {}).values():
