@@ -24,9 +24,9 @@ from tests.test_report_verdicts import add, random_params
 BUDGETS = [1, 2, 4, 8, 16]
 
 
-def planted(tmp_path: Path, curves: dict[int, list[float]], *, target_kimg: float | None = None) -> tuple[
-    optuna.Study, optuna.Study
-]:
+def planted(
+    tmp_path: Path, curves: dict[int, list[float]], *, target_kimg: float | None = None
+) -> tuple[optuna.Study, optuna.Study]:
     """A source study (#1 the winner, #2 second, #0 the baseline) and its ladder, whose runs (3 seeds)
     carry the given score per evaluation point (one point per multiple of the budget) ± a little."""
     spec = load_spec(write_spec(tmp_path, "s.yaml", study={"name": "src", "n_trials": 9, "target_kimg": target_kimg}))

@@ -5,6 +5,7 @@ trial was failed as stale stops training it at once and writes no checkpoint aft
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import subprocess
@@ -135,7 +136,7 @@ def test_a_trial_failed_between_two_heartbeats_stops_with_no_later_checkpoint(
     """The races the subprocess test above cannot pin down, with heartbeats too rare to help:
     before a report, Optuna refuses the report; after one, the next checkpoint save asks the
     database first. Either way the worker stops the same way and writes nothing after."""
-    from hpo.service import objective as objective_module
+    from hpo.service.objective import PointHooks, run_objective
     from hpo.service.storage import open_storage
     from hpo.service.study import create_or_resume
     from hpo.service.worker import Worker, WorkerOptions
@@ -150,28 +151,17 @@ def test_a_trial_failed_between_two_heartbeats_stops_with_no_later_checkpoint(
     )
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
     study, _ = create_or_resume(load_spec(spec), open_storage(url))
-    real, failed_at = objective_module._reporter, [float("inf")]
+    failed_at = [float("inf")]
 
-    def fail_it(trial_id: int) -> None:  # as another worker failing it stale
-        study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
-        failed_at[0] = time.time()
+    def fail_it(trial, point, stage: str) -> None:  # type: ignore[no-untyped-def]  # as another worker failing it stale
+        if point.index == 1 and stage in when:
+            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            failed_at[0] = time.time()
 
-    def failing_reporter(trial, *args):  # type: ignore[no-untyped-def]
-        report = real(trial, *args)
-
-        def on_eval(point, model):  # type: ignore[no-untyped-def]
-            if point.index == 1 and "before" in when:
-                fail_it(trial._trial_id)
-            report(point, model)
-            if point.index == 1 and "after" in when:
-                fail_it(trial._trial_id)
-
-        return on_eval
-
-    monkeypatch.setattr(objective_module, "_reporter", failing_reporter)
+    hooks = PointHooks(before=lambda t, p: fail_it(t, p, "before"), after=lambda t, p: fail_it(t, p, "after"))
     opts = WorkerOptions(url=url, study="raced", exit_when_idle=True, artifact_dir=tmp_path / "art", poll_seconds=0.1)
     with caplog.at_level(logging.INFO):
-        assert Worker(opts).serve() == 0
+        assert Worker(opts, objective=functools.partial(run_objective, hooks=hooks)).serve() == 0
     assert "is FAIL while this worker runs it; stopping it" in caplog.text and "its retry takes over" in caplog.text
     ours = [r for r in caplog.records if r.name.startswith("hpo")]
     assert not any(r.exc_info for r in ours) and "trial 0 failed" not in caplog.text  # not logged as an error

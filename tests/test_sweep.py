@@ -12,11 +12,11 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
+from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
 from hpo.scoring.score import Scorer, make_scorer
 from hpo.scoring.sweep import ComboScore, run_sweep
-from hpo.service import objective as objective_module
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
@@ -101,36 +101,39 @@ def test_known_scores_are_not_recomputed(trained: Trained, monkeypatch: pytest.M
     assert ComboScore.from_dict(stored.to_dict()) == replace(stored, seconds=round(stored.seconds, 3))
 
 
+@pytest.mark.parametrize("swept", ["guidance", "ema"])
 def test_a_retried_trial_rescores_only_the_combinations_not_stored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swept: str
 ) -> None:
     """The first attempt is stopped (as by SIGTERM) after two combinations; its retry resumes from the
-    final checkpoint, keeps the two stored scores and scores the other two."""
+    final checkpoint (and, with the EMA length swept, the snapshots), keeps the two stored scores and
+    scores the other two."""
+    second_axis = {"guidance_scale": [1.0, 2.0]} if swept == "guidance" else {"ema_sigma_rel": [0.05, 0.15]}
     spec = load_spec(
         write_spec(
             tmp_path,
             study={"name": "sweep", "n_trials": 1},
             search={"lr": {"type": "float", "low": 1e-3, "high": 2e-3}},
-            sampling={"guidance_scale": [1.0, 2.0], "ddim_steps": [3, 6]},
+            sampling={**second_axis, "ddim_steps": [3, 6]},
             score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 4},
             baselines=[{"lr": 1.5e-3}],
         )
     )
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
     study, _ = create_or_resume(spec, open_storage(url))
-    scored: list[tuple[float, int]] = []
-    real = objective_module.run_sweep
+    scored: list[SamplingConfig] = []
+    real = pipeline.run_sweep
 
     def stop_after_two(*args, on_score, **kwargs):  # type: ignore[no-untyped-def]
         def record(entry: ComboScore) -> None:
-            scored.append((entry.sampling.guidance_scale, entry.sampling.ddim_steps))
+            scored.append(entry.sampling)
             on_score(entry)
             if len(scored) == 2:
                 raise WorkerStopping
 
         return real(*args, on_score=record, **kwargs)
 
-    monkeypatch.setattr(objective_module, "run_sweep", stop_after_two)
+    monkeypatch.setattr(pipeline, "run_sweep", stop_after_two)
     opts = WorkerOptions(url=url, study="sweep", exit_when_idle=True, artifact_dir=tmp_path / "art", poll_seconds=0.1)
     Worker(opts).serve()
     trials = study.get_trials()
@@ -141,6 +144,15 @@ def test_a_retried_trial_rescores_only_the_combinations_not_stored(
     assert len(sweep) == 4 and trials[1].value == min(s.fid for s in sweep)
     assert trials[1].user_attrs["sampling"] == min(sweep, key=lambda s: s.fid).sampling.as_dict()
     assert not (tmp_path / "art" / "checkpoints" / "sweep" / "trial-0.pt").exists()  # deleted once complete
+    snapshots = tmp_path / "art" / "checkpoints" / "sweep" / "trial-0-ema"
+    if swept == "ema":  # the baseline's score was repeated, so it keeps its snapshots: any EMA length later
+        summary = trials[1].user_attrs["ema_snapshots"]
+        assert summary["kept"] and summary["folder"] == str(snapshots)
+        assert {s.ema_sigma_rel for s in scored} == {0.05, 0.15}
+        assert summary["profiles"] == [0.05, 0.1] and summary["residual"]["0.05"] == 0.0
+        assert summary["residual"]["0.15"] < 0.05 and len(list(snapshots.glob("ema-*.pt"))) == summary["count"]
+    else:
+        assert not snapshots.exists() and "ema_snapshots" not in trials[1].user_attrs
     stored = optuna.load_study(study_name="sweep", storage=url)
     assert stored.best_value == trials[1].value
     assert stored.user_attrs["fid_noise"]["pairs"] == 1  # the baseline was re-scored with a second sample set

@@ -5,6 +5,7 @@ points (as by SIGTERM) and its retry continues the same run."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -21,7 +22,7 @@ import pytest
 from optuna.trial import TrialState
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from hpo.service import objective as objective_module
+from hpo.service.objective import PointHooks, run_objective
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
@@ -54,27 +55,20 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Pat
     )
     url = f"sqlite:///{folder / 'hpo.db'}"
     study, _ = create_or_resume(spec, open_storage(url))
-    real = objective_module._reporter
     stopped = [False]
 
-    def stop_at_second_eval(*args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
-        report = real(*args, **kwargs)
+    def stop_at_second_eval(trial: Any, point: Any) -> None:
+        if point.index == 2 and not stopped[0]:
+            stopped[0] = True
+            raise WorkerStopping
 
-        def on_eval(point, model):  # type: ignore[no-untyped-def]
-            report(point, model)
-            if point.index == 2 and not stopped[0]:
-                stopped[0] = True
-                raise WorkerStopping
-
-        return on_eval
-
+    objective = functools.partial(run_objective, hooks=PointHooks(after=stop_at_second_eval))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WANDB_SILENT", "true")
-        mp.setattr(objective_module, "_reporter", stop_at_second_eval)
         opts = WorkerOptions(
             url=url, study="tracked", exit_when_idle=True, artifact_dir=folder / "art", poll_seconds=0.1
         )
-        Worker(opts).serve()
+        Worker(opts, objective=objective).serve()
     return study, folder
 
 

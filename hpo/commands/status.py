@@ -13,6 +13,7 @@ from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.service.storage import open_storage, redact
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason, noise_of, retried_numbers
+from hpo.spec.sampling import SamplingConfig
 from hpo.training.validation import PRUNING_METRIC
 
 
@@ -57,7 +58,7 @@ def _sampling(t: FrozenTrial) -> str | None:
     choice = current_attrs(t).get("sampling")
     if not isinstance(choice, dict):
         return None
-    return f"w={choice['guidance_scale']:g} steps={choice['ddim_steps']} eta={choice['eta']:g}"
+    return SamplingConfig.from_dict(choice).label
 
 
 def _last_val(t: FrozenTrial) -> float | None:

@@ -4,6 +4,7 @@ sample grid, a checkpoint and a TensorBoard log. ``--from STUDY:TRIAL`` reproduc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Mapping
@@ -13,12 +14,14 @@ from typing import Any
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
+from hpo.scoring.pipeline import train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, copy_floor_of, progress_line
 from hpo.scoring.score import make_scorer, preflight
 from hpo.scoring.stopping import points_from_curve, stop_verdict
-from hpo.scoring.sweep import run_sweep, sweep_table
+from hpo.scoring.sweep import ema_sentence, sweep_table
 from hpo.service.storage import open_storage, redact, resolve_url
 from hpo.service.study import load, require_spec
+from hpo.spec.config import POSTHOC_PROFILES
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import Spec, spec_from_dict
@@ -88,6 +91,8 @@ def run_train(
         watch = spec.sampling.preview({**sampling_params, **fixed_sampling})
     except ConfigError as err:
         raise err.in_file(spec.file) from None
+    if any(c.ema_sigma_rel is not None for c in combos) and not cfg.ema_profiles:
+        cfg = cfg.replace(ema_profiles=POSTHOC_PROFILES)  # --set ema_sigma_rel=… on a spec that does not sweep it
     preflight(spec.score)
     data = load_data(spec.data)
     log.info(
@@ -95,7 +100,7 @@ def run_train(
         data.train_images.shape[0], data.val_images.shape[0], data.num_classes, data.image_size,
     )  # fmt: skip
     if known_best is not None and not fixed_sampling:
-        watch = SamplingConfig(**known_best)
+        watch = SamplingConfig.from_dict(known_best)
     summary = _train_and_score(spec, cfg, combos, data, params, out, watch)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
@@ -104,8 +109,8 @@ def run_train(
 def _train_and_score(
     spec: Spec, cfg: Any, combos: list[Any], data: Any, params: Mapping[str, Any], out: Path, watch: SamplingConfig
 ) -> dict[str, Any]:
-    """Train with the score, copy share and generalisation gap measured at every evaluation point
-    (at ``watch``, one sampling combination), then sweep every combination and say when to stop."""
+    """The shared train-and-score path, with the score, copy share and generalisation gap measured at
+    every evaluation point (at ``watch``, one sampling combination); then say when to stop."""
     runs = open_runs(spec.tracking, RunInfo("hpo-train", 0, params), tensorboard_dir=out / "tensorboard", local_dir=out)
     device = resolve_device(cfg.device)
     scorer = make_scorer(spec.score, data, device=device, cache_dir=spec.data.cache_path / "scoring")
@@ -117,9 +122,11 @@ def _train_and_score(
         metric, floor.score, floor.score_sd, floor.num_images, floor.copy_pixels.text,
     )  # fmt: skip
     curve: dict[str, dict[str, float]] = {}
+    snapshots = out / "ema" if cfg.ema_profiles else None
 
     def show(point: EvalPoint, model: DiffusionModel) -> None:
-        extras = probe.measure(model, watch, class_frequencies=data.class_frequencies())
+        weights = weights_at(model, snapshots, watch, step=point.step)
+        extras = probe.measure(weights, watch, class_frequencies=data.class_frequencies())
         point = dataclasses.replace(point, metrics={**point.metrics, **extras})
         curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
         log.info(
@@ -130,20 +137,20 @@ def _train_and_score(
         runs.on_eval(point, None)
 
     try:
-        result = train(cfg, data, on_eval=show, on_sync=runs.on_sync, checkpoint=out / "checkpoint.pt")
+        training = functools.partial(
+            train, cfg, data, on_eval=show, on_sync=runs.on_sync, checkpoint=out / "checkpoint.pt",
+            snapshot_dir=snapshots,
+        )  # fmt: skip
+        scored = train_and_score(training, data, scorer, combos, spec.sampling)
     except TrainingAborted as err:
         runs.close()
         raise HpoError(f"training stopped: {err}; try a lower lr or stronger grad_clip") from None
-    sweep = run_sweep(
-        scorer,
-        result.model,
-        combos,
-        screen_samples=spec.sampling.screen_samples,
-        rescore_top=spec.sampling.rescore_top,
-        class_frequencies=data.class_frequencies(),
-    )
+    result, sweep = scored.result, scored.sweep
     print(sweep_table(sweep, metric))
-    again = probe.measure(result.model, watch, class_frequencies=data.class_frequencies(), seed=1)["score"]
+    if (line := ema_sentence(sweep.scores)) is not None:
+        print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")
+    last = weights_at(result.model, snapshots, watch)
+    again = probe.measure(last, watch, class_frequencies=data.class_frequencies(), seed=1)["score"]
     noise = pair_sd(again, curve[str(cfg.num_evals)]["score"])
     verdict = stop_verdict(points_from_curve(curve), noise=noise, copy_floor=copy_floor_of(floor))
     print(f"stop verdict: {verdict.text}")
@@ -153,7 +160,9 @@ def _train_and_score(
         f"({images} training images × {EPOCHS_BEFORE_MEMORISING} epochs); this run trained {cfg.kimg:g} kimg"
     )
     best = sweep.best
-    grid = save_grid(sample_images(result.model, best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8)
+    grid = save_grid(
+        sample_images(scored.model(best.sampling), best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8
+    )
     runs.on_result({"fid": best.fid, "kid": best.kid}, {}, result.steps)
     runs.close()
     return {
@@ -168,6 +177,8 @@ def _train_and_score(
         "floor": floor.as_dict(),
         "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
         "seconds": round(result.seconds, 1),
+        "score_seconds": round(scored.score_seconds, 1),
+        "ema_snapshots": scored.ema_summary(combos),
         "images_per_second": round(result.images_per_second, 1),
         "parameters": result.num_parameters,
         "samples": str(grid),

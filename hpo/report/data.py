@@ -9,6 +9,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -100,16 +101,22 @@ def sweep_of(t: FrozenTrial) -> list[ComboScore]:
     return [ComboScore.from_dict(d) for d in current_attrs(t).get("sweep") or []]
 
 
-def sweep_grid(scores: Sequence[ComboScore]) -> tuple[list[float], list[int], list[list[float | None]], str]:
-    """(guidance values, DDIM steps, FID[steps][guidance] at η's best, stage): screening scores when
-    every combination was screened (equal counts), else the full-count ones."""
+SweepRows = Literal["ddim_steps", "ema_sigma_rel"]
+
+
+def sweep_grid(
+    scores: Sequence[ComboScore], rows: SweepRows = "ddim_steps"
+) -> tuple[list[float], list[Any], list[list[float | None]], str]:
+    """(guidance values, row values (DDIM steps or EMA lengths), FID[row][guidance] at the other
+    settings' best, stage): screening scores when every combination was screened (equal counts),
+    else the full-count ones."""
     stage = "screen" if any(s.stage == "screen" for s in scores) else "full"
-    chosen = [s for s in scores if s.stage == stage]
+    chosen = [s for s in scores if s.stage == stage and getattr(s.sampling, rows) is not None]
     scales = sorted({s.sampling.guidance_scale for s in chosen})
-    steps = sorted({s.sampling.ddim_steps for s in chosen})
+    steps = sorted({getattr(s.sampling, rows) for s in chosen})
     grid: list[list[float | None]] = [[None] * len(scales) for _ in steps]
     for s in chosen:
-        i, j = steps.index(s.sampling.ddim_steps), scales.index(s.sampling.guidance_scale)
+        i, j = steps.index(getattr(s.sampling, rows)), scales.index(s.sampling.guidance_scale)
         current = grid[i][j]
         grid[i][j] = s.fid if current is None else min(current, s.fid)
     return scales, steps, grid, stage

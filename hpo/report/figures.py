@@ -12,7 +12,7 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.report.data import relative_sweep, sweep_grid
+from hpo.report.data import SweepRows, relative_sweep, sweep_grid
 from hpo.report.importance import Importances
 from hpo.scoring.sweep import ComboScore
 from hpo.service.trials import current_attrs
@@ -116,15 +116,18 @@ def level_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
     return fig
 
 
-def sweep_figure(scores: Sequence[ComboScore], metric: str) -> go.Figure:
-    scales, steps, grid, stage = sweep_grid(scores)
+def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "ddim_steps") -> go.Figure:
+    """The score over guidance × DDIM steps, or guidance × EMA length (``rows``)."""
+    scales, values, grid, stage = sweep_grid(scores, rows)
+    name = {"ddim_steps": "steps", "ema_sigma_rel": "EMA σ_rel"}[rows]
     fig = go.Figure(
         go.Heatmap(
-            z=grid, x=[f"{w:g}" for w in scales], y=[str(n) for n in steps], colorscale="Viridis_r",
-            colorbar={"title": metric}, texttemplate="%{z:.3g}", hovertemplate="w=%{x} steps=%{y}: %{z:.4g}",
+            z=grid, x=[f"{w:g}" for w in scales], y=[f"{v:g}" for v in values], colorscale="Viridis_r",
+            colorbar={"title": metric}, texttemplate="%{z:.3g}", hovertemplate=f"w=%{{x}} {name}=%{{y}}: %{{z:.4g}}",
         )
     )  # fmt: skip
-    fig.update_layout(xaxis_title="guidance scale", yaxis_title=f"DDIM steps ({stage} stage)")
+    title = {"ddim_steps": "DDIM steps", "ema_sigma_rel": "EMA length σ_rel"}[rows]
+    fig.update_layout(xaxis_title="guidance scale", yaxis_title=f"{title} ({stage} stage)")
     return fig
 
 

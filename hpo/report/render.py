@@ -33,10 +33,12 @@ from hpo.report.data import (
 from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
 from hpo.scoring.progress import floor_reading
+from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.study import FLOOR_ATTR
 from hpo.service.trials import current_attrs, explain
+from hpo.spec.sampling import SamplingConfig
 from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
@@ -62,7 +64,7 @@ def sampling_text(t: FrozenTrial) -> str:
     choice = current_attrs(t).get("sampling")
     if not isinstance(choice, dict):
         return ""
-    return f"sampled with guidance {choice['guidance_scale']:g}, {choice['ddim_steps']} DDIM steps, η {choice['eta']:g}"
+    return f"sampled with {SamplingConfig.from_dict(choice).words}"
 
 
 def _fmt(v: object) -> str:
@@ -171,6 +173,14 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
         figures.sweep_figure(scores, s.metric_name),
         f"{s.metric_name} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
     )
+    ema_line = ema_sentence(scores)
+    if ema_line is not None:
+        out += f"<p><b>{e(ema_line)}</b> (trial #{best.number}; EMA lengths rebuilt after training).</p>"
+        out += figures.figure_html(
+            figures.sweep_figure(scores, s.metric_name, rows="ema_sigma_rel"),
+            f"{s.metric_name} over guidance × EMA length, trial #{best.number}: every length from one training run "
+            "(post-hoc EMA, Karras et al. 2024)",
+        )
     if len(sweeps) > 1:
         out += figures.figure_html(
             figures.relative_sweep_figure([sc for _, sc in sweeps]),

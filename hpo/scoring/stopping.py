@@ -141,9 +141,7 @@ def fit_power_law(kimg: Values, score: Values) -> tuple[float, float, float]:
     p0 = (max(float(y.min()) * 0.8, 0.0), max(float(y.max() - y.min()), 1e-3) * float(x.min()) ** 0.5, 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        params, _ = curve_fit(
-            power_law, x, y, p0=p0, bounds=([0.0, 0.0, 0.05], [np.inf, np.inf, 3.0]), maxfev=20_000
-        )
+        params, _ = curve_fit(power_law, x, y, p0=p0, bounds=([0.0, 0.0, 0.05], [np.inf, np.inf, 3.0]), maxfev=20_000)
     return float(params[0]), float(params[1]), float(params[2])
 
 

@@ -4,7 +4,9 @@ Every combination uses the same labels and the same initial noise per sample, so
 the settings' and not the noise's. With screening, every combination is first scored on the first
 ``screen_samples`` samples; the best ``rescore_top`` are then completed to ``num_samples`` (the
 screening samples are reused, since sample i is the same image in both) and the trial's value is the
-best full-count score: FIDs are compared at equal counts only.
+best full-count score: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
+combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
+at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.model import DiffusionModel
+from hpo.training.posthoc_ema import PosthocEma
 
 log = logging.getLogger("hpo.scoring")
 
@@ -48,10 +51,9 @@ class ComboScore:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ComboScore:
-        sampling = SamplingConfig(float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]))
         accuracy = d.get("class_accuracy")
         return cls(
-            sampling,
+            SamplingConfig.from_dict(d),
             d["stage"],
             int(d["num_samples"]),
             float(d["fid"]),
@@ -89,9 +91,14 @@ def run_sweep(
     seed: int = 0,
     known: Sequence[ComboScore] = (),
     on_score: Callable[[ComboScore], None] | None = None,
+    ema: PosthocEma | None = None,
 ) -> SweepResult:
     """Score ``model`` at every combination; scores in ``known`` (from an earlier attempt on the
-    same weights) are reused, not recomputed. ``on_score`` sees each new score as it lands."""
+    same weights) are reused, not recomputed. ``on_score`` sees each new score as it lands.
+    Combinations with an EMA length sample ``ema``'s rebuilt weights (grouped by length)."""
+    if ema is None and any(c.ema_sigma_rel is not None for c in combos):
+        raise ValueError("combinations with ema_sigma_rel need the run's EMA snapshots (ema=PosthocEma(...))")
+    combos = sorted(combos, key=ema_order)
     n = scorer.config.num_samples
     labels = score_labels(scorer, model, class_frequencies, seed=seed)
     done = {(s.sampling, s.stage): s for s in known}
@@ -99,7 +106,8 @@ def run_sweep(
     firsts: dict[SamplingConfig, SampleFeatures] = {}
 
     def measure(combo: SamplingConfig, start: int, count: int) -> SampleFeatures:
-        return sample_features(scorer, model, combo, labels, start=start, n=count, seed=seed)
+        weights = model if ema is None else ema.model(combo.ema_sigma_rel)
+        return sample_features(scorer, weights, combo, labels, start=start, n=count, seed=seed)
 
     def record(combo: SamplingConfig, stage: Stage, sample: SampleFeatures) -> None:
         s = scores_of(scorer, sample, conditional=labels is not None, seed=seed)
@@ -121,7 +129,7 @@ def run_sweep(
             firsts[combo] = measure(combo, 0, screen_samples)
             record(combo, "screen", firsts[combo])
         screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid)
-        finalists = [s.sampling for s in screened[:rescore_top]]
+        finalists = sorted((s.sampling for s in screened[:rescore_top]), key=ema_order)
     for combo in finalists:
         if (combo, "full") in done:
             result.scores.append(done[(combo, "full")])
@@ -134,14 +142,45 @@ def run_sweep(
     return result
 
 
+def ema_order(combo: SamplingConfig) -> float:
+    """Combinations grouped by EMA length (the run's own EMA first): each length is rebuilt once."""
+    return -1.0 if combo.ema_sigma_rel is None else combo.ema_sigma_rel
+
+
 def sweep_table(result: SweepResult, metric: str) -> str:
-    """The sweep as aligned text, best full-count score marked."""
+    """The sweep as aligned text, best full-count score marked; an EMA column when it was swept."""
     best = result.best
-    lines = [f"{'guidance':>8} {'steps':>5} {'eta':>4} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9}"]
+    with_ema = any(s.sampling.ema_sigma_rel is not None for s in result.scores)
+    ema_head = f" {'EMA':>5}" if with_ema else ""
+    lines = [f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9}"]
     for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.fid)):
         mark = "  <- best" if s is best else ""
+        sigma = s.sampling.ema_sigma_rel
+        ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
         lines.append(
-            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g} {s.stage:>6} "
+            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema} {s.stage:>6} "
             f"{s.num_samples:7d} {s.fid:15.4g} {s.kid:9.4g}{mark}"
         )
     return "\n".join(lines)
+
+
+def best_ema_by_guidance(scores: Sequence[ComboScore]) -> dict[float, float]:
+    """Guidance scale → the EMA length of its best score, read at the stage that scored every
+    combination (screening when there was one); empty when the EMA length was not swept."""
+    staged = [s for s in scores if s.stage == "screen"] or [s for s in scores if s.stage == "full"]
+    swept = [s for s in staged if s.sampling.ema_sigma_rel is not None]
+    best: dict[float, ComboScore] = {}
+    for s in swept:
+        w = s.sampling.guidance_scale
+        if w not in best or s.fid < best[w].fid:
+            best[w] = s
+    return {w: float(s.sampling.ema_sigma_rel or 0.0) for w, s in sorted(best.items())}
+
+
+def ema_sentence(scores: Sequence[ComboScore]) -> str | None:
+    """'EMA σ_rel 0.08 is best at guidance 1; 0.15 at guidance 3' (None without an EMA sweep)."""
+    by_guidance = best_ema_by_guidance(scores)
+    if not by_guidance:
+        return None
+    parts = [f"{sigma:g} at guidance {w:g}" for w, sigma in by_guidance.items()]
+    return f"EMA σ_rel {parts[0].replace(' at', ' is best at', 1)}" + "".join(f"; {p}" for p in parts[1:])

@@ -64,6 +64,10 @@ class StudyContext:
         """Shared by a trial and its retries, so a retry resumes where the lost worker stopped."""
         return self.artifact_dir / "checkpoints" / path_component(self.name) / f"trial-{root}.pt"
 
+    def snapshot_dir(self, root: int) -> Path:
+        """The post-hoc EMA snapshots of a trial and its retries."""
+        return self.artifact_dir / "checkpoints" / path_component(self.name) / f"trial-{root}-ema"
+
     def tensorboard_dir(self, root: int) -> Path:
         return tensorboard_root(self.artifact_dir) / path_component(self.name) / f"trial-{root:04d}"
 

@@ -139,9 +139,7 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
         copies = copy_points(trials, number)
         points = [Point(c.kimg, c.mean, *copies.get(round(c.kimg, 6), (None, None))) for c in curve]
         seeds = min(c.seeds for c in curve)  # a mean over n seeds: its sampling noise is sd / √n
-        stops[number] = stop_verdict(
-            points, noise=noise / math.sqrt(seeds) if noise else None, copy_floor=copy_floor
-        )
+        stops[number] = stop_verdict(points, noise=noise / math.sqrt(seeds) if noise else None, copy_floor=copy_floor)
         if target is not None:
             forecasts[number] = forecast(points, target)
     finished = sum(1 for t in trials if t.state.is_finished())
@@ -160,9 +158,7 @@ def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
             score = entry.get("score")
             if score is not None and math.isfinite(score):
                 scored.setdefault(int(number), {}).setdefault(int(index), []).append((entry["kimg"], score))
-    return {
-        number: [_curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()
-    }
+    return {number: [_curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
 
 
 def _curve_point(seeds: list[tuple[float, float]]) -> CurvePoint:

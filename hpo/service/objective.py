@@ -1,17 +1,20 @@
-"""The objective: a trial's parameters → one training run → the sampling sweep → the best FID.
-The only place that turns training and scoring events into Optuna reports, pruning decisions,
-failure reasons, attributes and artifacts."""
+"""The objective: a trial's parameters → the shared train-and-score path (one training run, the
+sampling sweep) → the best FID. Turns training and scoring events into Optuna reports, pruning
+decisions, attributes and artifacts; how a trial ended is written through ``mark_ended``, which the
+worker uses too for stops and unexpected errors."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
+import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +25,14 @@ from optuna.trial import TrialState
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
 from hpo.scoring.noise import pair_sd, pooled
+from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.score import score
-from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
+from hpo.scoring.sweep import ComboScore
 from hpo.service.confirm import LADDER
 from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
 from hpo.service.space import suggest
 from hpo.service.study import FLOOR_ATTR, pruned_reason
-from hpo.service.trials import noise_estimates
+from hpo.service.trials import mark_ended, noise_estimates
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
@@ -36,7 +40,7 @@ from hpo.tracking.runs import open_runs
 from hpo.training.model import DiffusionModel
 from hpo.training.refusal import schedule_refusal
 from hpo.training.runtime import release_memory
-from hpo.training.trainer import EvalPoint, TrainingAborted, TrainingStopped, TrainResult, train
+from hpo.training.trainer import EvalPoint, OnEval, TrainingAborted, TrainingStopped, train
 from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.objective")
@@ -58,12 +62,16 @@ class TrialLost(Exception):
 
 
 def _fail(trial: optuna.Trial, reason: str, detail: str) -> TrialFailed:
-    trial.set_user_attr("fail_reason", reason)
-    trial.set_user_attr("error", detail[:500])
+    mark_ended(trial, reason, detail=detail)
     return TrialFailed(reason, detail)
 
 
-def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[], None] = lambda: None) -> float:
+def run_objective(
+    trial: optuna.Trial,
+    ctx: StudyContext,
+    on_start: Callable[[], None] = lambda: None,
+    hooks: PointHooks | None = None,
+) -> float:
     on_start()
     params = suggest(trial, ctx.spec.search)
     train_params, sampling_params = ctx.spec.split_params(params)
@@ -74,13 +82,12 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
         raise _fail(trial, "invalid_config", str(err)) from None
     refusal = schedule_refusal(cfg)
     if refusal is not None:  # a broken corner of the search space: no training, and TPE learns to avoid it
-        trial.set_user_attr("fail_reason", "invalid_schedule")
-        trial.set_user_attr("error", refusal[:500])
+        mark_ended(trial, "invalid_schedule", detail=refusal)
         raise optuna.TrialPruned(refusal)
     trial.set_user_attr("device", f"{socket.gethostname()}:{ctx.device}")
     trial.set_user_attr("budget_kimg", cfg.kimg)
     root = ctx.trial_root(trial)
-    checkpoint = ctx.checkpoint_path(root)
+    files = TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root) if cfg.ema_profiles else None)
     runs = open_runs(
         ctx.spec.tracking,
         RunInfo(ctx.name, root, params),
@@ -90,15 +97,49 @@ def run_objective(trial: optuna.Trial, ctx: StudyContext, on_start: Callable[[],
     preview = ctx.spec.sampling.preview(sampling_params)
     watch = _watched(trial, ctx, preview)
     try:
-        result = _train(trial, ctx, cfg, runs, checkpoint, preview, watch)
-        value = _score(trial, ctx, cfg, result, combos, runs)
+        on_eval = _reporter(trial, ctx, cfg, runs, preview, watch, files.snapshots, hooks or PointHooks())
+        scored = _train_and_score(trial, ctx, cfg, combos, runs, files, on_eval)
+        value = _record(trial, ctx, scored, combos, runs)
     except (optuna.TrialPruned, TrialFailed):
-        checkpoint.unlink(missing_ok=True)  # nothing will resume it; the report needs only the artifacts
+        files.remove()  # nothing will resume it; the report needs only the artifacts
         raise
     finally:
         runs.close()
-    checkpoint.unlink(missing_ok=True)  # the EMA weights are an artifact now
+    files.checkpoint.unlink(missing_ok=True)  # the EMA weights are an artifact now
+    summary = trial.user_attrs.get("ema_snapshots")
+    if summary is not None:  # baselines and each new best (their score was repeated) keep their snapshots
+        kept = "fid_repeat" in trial.user_attrs
+        trial.set_user_attr("ema_snapshots", {**summary, "kept": kept})
+        if not kept:
+            files.remove()
     return value
+
+
+def _nothing(trial: optuna.Trial, point: EvalPoint) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class PointHooks:
+    """Called around each evaluation point's report: ``before`` it reaches Optuna, ``after`` it was
+    stored (tests fail or stop a trial there, as another worker or a signal would)."""
+
+    before: Callable[[optuna.Trial, EvalPoint], None] = _nothing
+    after: Callable[[optuna.Trial, EvalPoint], None] = _nothing
+
+
+@dataclass(frozen=True)
+class TrialFiles:
+    """What a trial keeps on disk while it runs, shared with its retries: the checkpoint and the
+    post-hoc EMA snapshots (None when the EMA length is not swept)."""
+
+    checkpoint: Path
+    snapshots: Path | None
+
+    def remove(self) -> None:
+        self.checkpoint.unlink(missing_ok=True)
+        if self.snapshots is not None:
+            shutil.rmtree(self.snapshots, ignore_errors=True)
 
 
 def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) -> SamplingConfig | None:
@@ -108,7 +149,7 @@ def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) ->
         return None
     _ensure_floor(trial, ctx)
     known = trial.user_attrs.get("watch_sampling")
-    return SamplingConfig(**known) if known else preview
+    return SamplingConfig.from_dict(known) if known else preview
 
 
 def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
@@ -118,29 +159,47 @@ def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
         trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
 
 
-def _train(
+def _train_and_score(
     trial: optuna.Trial,
     ctx: StudyContext,
     cfg: TrainConfig,
+    combos: list[SamplingConfig],
     runs: Runs,
-    checkpoint: Path,
-    preview: SamplingConfig,
-    watch: SamplingConfig | None,
-) -> TrainResult:
+    files: TrialFiles,
+    on_eval: OnEval,
+) -> Scored:
+    """The shared train-and-score path, with its events turned into Optuna's: each score is stored
+    as it lands, so a retry that resumes rescores nothing it already has."""
     storage = ctx.storage
+    stored = [dict(d) for d in trial.user_attrs.get("sweep") or []]
+
+    def lost() -> bool:
+        return storage is not None and storage.is_lost(trial._trial_id)
+
+    def on_score(entry: ComboScore) -> None:
+        stored.append(entry.to_dict())
+        trial.set_user_attr("sweep", stored)
+        if lost():
+            raise TrialLost(f"trial {trial.number} was failed as stale while scoring")
+
     try:
-        return train(
+        training = functools.partial(
+            train,
             cfg,
             ctx.data,
-            on_eval=_reporter(trial, ctx, cfg, runs, preview, watch),
+            on_eval=on_eval,
             on_sync=runs.on_sync,
-            should_stop=(lambda: storage.is_lost(trial._trial_id)) if storage is not None else None,
+            should_stop=lost if storage is not None else None,
             may_save=(lambda: storage.still_owned(trial._trial_id)) if storage is not None else None,
-            checkpoint=checkpoint,
+            checkpoint=files.checkpoint,
+            snapshot_dir=files.snapshots,
+        )
+        known = [ComboScore.from_dict(d) for d in stored]
+        return train_and_score(
+            training, ctx.data, ctx.get_scorer(), combos, ctx.spec.sampling, known=known, on_score=on_score
         )
     except TrainingAborted as err:
-        trial.set_user_attr("fail_reason", err.reason)
-        trial.set_user_attr("stopped_at_kimg", err.step * cfg.batch_size / 1000)
+        mark_ended(trial, err.reason, stopped_at_kimg=err.step * cfg.batch_size / 1000)
         raise optuna.TrialPruned(str(err)) from None
     except TrainingStopped as err:
         raise TrialLost(f"trial {trial.number} was failed as stale at step {err.step}") from None
@@ -159,7 +218,9 @@ def _reporter(
     runs: Runs,
     preview: SamplingConfig,
     watch: SamplingConfig | None,
-) -> Callable[[EvalPoint, DiffusionModel], None]:
+    snapshots: Path | None,
+    hooks: PointHooks,
+) -> OnEval:
     """Reports each point to Optuna and stores it in the trial's curve; with ``watch`` (a budget
     ladder) each point is also scored there and searched for copies — once: a retry keeps them."""
     curve: dict[str, dict[str, float]] = dict(trial.user_attrs.get("curve") or {})
@@ -167,15 +228,16 @@ def _reporter(
     reason = pruned_reason(ctx.spec)
 
     def on_eval(point: EvalPoint, ema: DiffusionModel) -> None:
+        hooks.before(trial, point)
         value = point.metrics[PRUNING_METRIC]
         trial.report(value if math.isfinite(value) else float("nan"), step=point.index)
         if not math.isfinite(value):  # the (EMA) weights blew up even if the last losses were finite
-            trial.set_user_attr("fail_reason", "nan_loss")
-            trial.set_user_attr("stopped_at_kimg", point.kimg)
+            mark_ended(trial, "nan_loss", stopped_at_kimg=point.kimg)
             raise optuna.TrialPruned(f"validation metric is {value} at evaluation {point.index}: the weights diverged")
         entry = {**curve.get(str(point.index), {}), "kimg": point.kimg, **point.metrics}
         if watch is not None and "score" not in entry:
-            entry.update(ctx.get_progress().measure(ema, watch, class_frequencies=ctx.data.class_frequencies()))
+            weights = weights_at(ema, snapshots, watch, step=point.step)
+            entry.update(ctx.get_progress().measure(weights, watch, class_frequencies=ctx.data.class_frequencies()))
             point = dataclasses.replace(point, metrics={k: v for k, v in entry.items() if k != "kimg"})
         curve[str(point.index)] = entry
         trial.set_user_attr("curve", curve)
@@ -187,51 +249,17 @@ def _reporter(
                 grids[str(point.index)] = upload(ctx, trial, path)
             trial.set_user_attr("grids", grids)
         runs.on_eval(point, grid)
+        hooks.after(trial, point)
         if trial.should_prune():
-            trial.set_user_attr("fail_reason", reason)
-            trial.set_user_attr("stopped_at_kimg", point.kimg)
+            mark_ended(trial, reason, stopped_at_kimg=point.kimg)
             raise optuna.TrialPruned(f"validation metric {value:.4g} lags at evaluation {point.index} ({reason})")
 
     return on_eval
 
 
-def _sweep(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, combos: list[SamplingConfig]) -> SweepResult:
-    """Every combination on the same weights; each score is stored as it lands, so a retry that
-    resumes here rescores nothing it already has."""
-    stored = [dict(d) for d in trial.user_attrs.get("sweep") or []]
-    storage = ctx.storage
-
-    def on_score(entry: ComboScore) -> None:
-        stored.append(entry.to_dict())
-        trial.set_user_attr("sweep", stored)
-        if storage is not None and storage.is_lost(trial._trial_id):
-            raise TrialLost(f"trial {trial.number} was failed as stale while scoring")
-
-    sweep = ctx.spec.sampling
-    return run_sweep(
-        ctx.get_scorer(),
-        model,
-        combos,
-        screen_samples=sweep.screen_samples,
-        rescore_top=sweep.rescore_top,
-        class_frequencies=ctx.data.class_frequencies(),
-        seed=0,
-        known=[ComboScore.from_dict(d) for d in stored],
-        on_score=on_score,
-    )
-
-
-def _score(
-    trial: optuna.Trial,
-    ctx: StudyContext,
-    cfg: TrainConfig,
-    result: TrainResult,
-    combos: list[SamplingConfig],
-    runs: Runs,
-) -> float:
-    started = time.perf_counter()
-    sweep = _sweep(trial, ctx, result.model, combos)
-    best = sweep.best
+def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list[SamplingConfig], runs: Runs) -> float:
+    result, best = scored.result, scored.best
+    model = scored.model(best.sampling)
     attrs: dict[str, Any] = {
         "val_loss": result.history[-1].metrics["val_loss"],
         PRUNING_METRIC: result.history[-1].metrics[PRUNING_METRIC],
@@ -242,19 +270,21 @@ def _score(
         "num_samples": best.num_samples,
         "combinations": len(combos),
         "train_seconds": round(result.seconds, 2),
-        "score_seconds": round(time.perf_counter() - started, 2),
+        "score_seconds": round(scored.score_seconds, 2),
         "images_per_second": round(result.images_per_second, 1),
         "peak_memory_mb": round(result.peak_memory_bytes / 2**20, 1),
         "num_parameters": result.num_parameters,
     }
+    if scored.ema is not None:
+        attrs["ema_snapshots"] = scored.ema_summary(combos)
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
     if not math.isfinite(best.fid):
         raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.fid}")
     _ensure_floor(trial, ctx)
     if _needs_repeat(trial, best.fid):
-        _repeat(trial, ctx, result.model, best)
-    images = _artifacts(trial, ctx, result.model, best.sampling)
+        _repeat(trial, ctx, model, best)
+    images = _artifacts(trial, ctx, model, best.sampling)
     metrics = {"fid": best.fid, "kid": best.kid, PRUNING_METRIC: attrs[PRUNING_METRIC]}
     if best.class_accuracy is not None:
         metrics["class_accuracy"] = best.class_accuracy

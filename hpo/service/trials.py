@@ -34,6 +34,20 @@ REASONS = {
 ENDING_ATTRS = ("fail_reason", "error", "stopped_at_kimg", "oom_batch_size")
 
 
+def mark_ended(
+    trial: optuna.Trial, reason: str, *, detail: str | None = None, stopped_at_kimg: float | None = None
+) -> None:
+    """The one writer of how a trial ended (``fail_reason``, ``error``, ``stopped_at_kimg``): the
+    objective for what training and scoring decide, the worker for stops and unexpected errors."""
+    if reason not in REASONS and not reason.startswith("pruned_by_"):
+        raise ValueError(f"unknown fail reason {reason!r}; add it to REASONS")
+    trial.set_user_attr("fail_reason", reason)
+    if detail is not None:
+        trial.set_user_attr("error", detail[:500])
+    if stopped_at_kimg is not None:
+        trial.set_user_attr("stopped_at_kimg", stopped_at_kimg)
+
+
 def explain(reason: str) -> str:
     return REASONS.get(reason, "see the worker log")
 

@@ -29,6 +29,7 @@ from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, is_storage_error, open_storage, redact
 from hpo.service.study import SPEC_ATTR, load, make_pruner, make_sampler, progress, require_spec
+from hpo.service.trials import mark_ended
 from hpo.spec.spec import Spec
 from hpo.tracking.external import check_trackers
 from hpo.training.data import load_data
@@ -158,7 +159,7 @@ class Worker:
                 return self.objective(trial, ctx, lock.release)
             except WorkerStopping:
                 self.acknowledge_stop()
-                trial.set_user_attr("fail_reason", "worker_stopped")
+                mark_ended(trial, "worker_stopped")
                 raise
             except (TrialFailed, TrialLost, optuna.TrialPruned):
                 raise
@@ -169,8 +170,7 @@ class Worker:
                 raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
             except Exception as err:
                 log.exception("trial %d failed", trial.number)
-                trial.set_user_attr("fail_reason", "error")
-                trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:500])
+                mark_ended(trial, "error", detail=f"{type(err).__name__}: {err}")
                 raise
 
         self.in_trial = True

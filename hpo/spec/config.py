@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpo.errors import ConfigError
-from hpo.spec.rules import check_budget, require, steps_in_budget
+from hpo.spec.rules import check_budget, check_sigma_rel, require, steps_in_budget
 
 Schedule = Literal["linear", "cosine", "sigmoid"]
 BetaScaling = Literal["scaled", "none"]
 Prediction = Literal["eps", "v", "x0"]
 Weighting = Literal["uniform", "min_snr"]
 LrSchedule = Literal["constant", "cosine", "linear"]
+POSTHOC_PROFILES = (0.05, 0.10)  # the power EMAs tracked for a swept EMA length (EDM2's defaults)
 Features = Literal["inception", "classifier"]
 
 TORCHVISION_DATASETS = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "SVHN")
@@ -122,6 +123,8 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     ema_halflife_kimg: float = 0.5  # EMA half-life in thousands of images (EDM)
     ema_rampup: float = 0.05  # EMA warm-up: half-life at most this share of images seen; 0 disables
+    ema_profiles: tuple[float, ...] = ()  # post-hoc EMA: σ_rel of tracked power EMAs (set by sampling.ema_sigma_rel)
+    ema_snapshots: int = 16  # post-hoc EMA: snapshots of each profile, evenly spaced over the budget
     hflip: bool = False  # random horizontal flips (not for digits or text)
     diverge_factor: float = 10.0  # stop as 'diverged' when the loss exceeds this × its running median
     # network
@@ -161,6 +164,14 @@ class TrainConfig:
         within(self.lr_floor, 0.0, 1.0, "lr_floor")
         require(self.ema_halflife_kimg > 0.0, "ema_halflife_kimg", f"must be positive, got {self.ema_halflife_kimg}")
         require(self.ema_rampup >= 0.0, "ema_rampup", f"must be >= 0, got {self.ema_rampup}")
+        for i, sigma_rel in enumerate(self.ema_profiles):
+            check_sigma_rel(sigma_rel, f"ema_profiles[{i}]")
+        require(
+            len(set(self.ema_profiles)) == len(self.ema_profiles) <= 4,
+            "ema_profiles",
+            f"needs at most 4 distinct σ_rel values, got {list(self.ema_profiles)}",
+        )
+        within(self.ema_snapshots, 2, 256, "ema_snapshots")
         require(self.diverge_factor > 1.0, "diverge_factor", f"must be > 1, got {self.diverge_factor}")
         require(self.min_snr_gamma > 0.0, "min_snr_gamma", f"must be positive, got {self.min_snr_gamma}")
         require(1 <= len(self.channel_mult) <= 8, "channel_mult", f"needs 1 to 8 levels, got {self.channel_mult}")
@@ -183,6 +194,14 @@ class TrainConfig:
     def eval_steps(self) -> list[int]:
         """Steps after which evaluation k = 1..K runs: fixed fractions of the budget."""
         return [max(1, round(self.total_steps * k / self.num_evals)) for k in range(1, self.num_evals + 1)]
+
+    def snapshot_steps(self) -> list[int]:
+        """Steps after which the post-hoc EMA profiles are saved (none without ``ema_profiles``)."""
+        if not self.ema_profiles:
+            return []
+        count = min(self.ema_snapshots, self.total_steps)
+        even = {max(1, round(self.total_steps * k / count)) for k in range(1, count + 1)}
+        return sorted(even | set(self.eval_steps()))  # the evaluation points can rebuild any EMA too
 
     def replace(self, **changes: object) -> TrainConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -55,3 +55,16 @@ def check_study_name(name: str, *, key: str = "study.name") -> None:
             f"{name!r} is not a safe study name; use letters, digits, '.', '_' and '-' only, starting with a "
             "letter or digit (e.g. bikes-64)",
         )
+
+
+SIGMA_REL_RANGE = (0.01, 0.28)  # post-hoc EMA lengths; above ≈0.289 (γ = 0) a power profile stops growing
+
+
+def check_sigma_rel(value: float, key: str) -> None:
+    """An EMA length σ_rel (Karras et al. 2024): the profile's width relative to the run's length."""
+    low, high = SIGMA_REL_RANGE
+    require(
+        math.isfinite(value) and low <= value <= high,
+        key,
+        f"σ_rel must be in [{low}, {high}] (EDM2's best lengths lie in 0.03-0.2), got {value}",
+    )

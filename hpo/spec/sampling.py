@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, get_type_hints
 
 from hpo.errors import ConfigError
-from hpo.spec.rules import require
+from hpo.spec.rules import check_sigma_rel, require
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
@@ -26,6 +26,7 @@ class SamplingConfig:
     guidance_scale: float = 1.0  # classifier-free guidance w; 1 = the conditional model alone
     ddim_steps: int = 50  # DDIM steps (trailing spacing)
     eta: float = 0.0  # 0 = deterministic DDIM, 1 = DDPM-like noise
+    ema_sigma_rel: float | None = None  # EMA length rebuilt after training (post-hoc EMA); None: the run's own EMA
 
     def __post_init__(self) -> None:
         require(
@@ -33,13 +34,34 @@ class SamplingConfig:
         )
         require(1 <= self.ddim_steps <= 10_000, "ddim_steps", f"must be in [1, 10000], got {self.ddim_steps}")
         require(0.0 <= self.eta <= 1.0, "eta", f"must be in [0, 1], got {self.eta}")
+        if self.ema_sigma_rel is not None:
+            check_sigma_rel(self.ema_sigma_rel, "ema_sigma_rel")
 
     @property
     def label(self) -> str:
-        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}"
+        ema = "" if self.ema_sigma_rel is None else f" ema={self.ema_sigma_rel:g}"
+        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}"
+
+    @property
+    def words(self) -> str:
+        ema = "" if self.ema_sigma_rel is None else f", EMA σ_rel {self.ema_sigma_rel:g}"
+        return f"guidance {self.guidance_scale:g}, {self.ddim_steps} DDIM steps, η {self.eta:g}{ema}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"guidance_scale": self.guidance_scale, "ddim_steps": self.ddim_steps, "eta": self.eta}
+        """Plain values; ``ema_sigma_rel`` only when set, so combinations stored before post-hoc EMA read
+        the same."""
+        out: dict[str, Any] = {"guidance_scale": self.guidance_scale, "ddim_steps": self.ddim_steps, "eta": self.eta}
+        if self.ema_sigma_rel is not None:
+            out["ema_sigma_rel"] = self.ema_sigma_rel
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SamplingConfig:
+        """The combination stored by :meth:`as_dict` (extra keys, e.g. a score's, are ignored)."""
+        sigma = d.get("ema_sigma_rel")
+        return cls(
+            float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]), None if sigma is None else float(sigma)
+        )
 
 
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingConfig))
@@ -51,6 +73,7 @@ class SamplingSweep:
     guidance_scale: tuple[float, ...] = (1.0,)  # values scored on every trained model
     ddim_steps: tuple[int, ...] = (50,)
     eta: tuple[float, ...] = (0.0,)
+    ema_sigma_rel: tuple[float | None, ...] = (None,)  # EMA lengths rebuilt from snapshots; (None,): the run's EMA
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = 2  # ... re-score the best few with score.num_samples (the trial's value)
 
@@ -62,10 +85,16 @@ class SamplingSweep:
         """Every combination; a setting in ``fixed`` (a trial's searched value) replaces its axis."""
         fixed = fixed or {}
         axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
-        return [SamplingConfig(g, int(s), e) for g, s, e in itertools.product(*axes)]
+        return [SamplingConfig(g, int(s), e, m) for g, s, e, m in itertools.product(*axes)]
+
+    @property
+    def posthoc_ema(self) -> bool:
+        """Whether the EMA length is swept (the runs must track power EMAs and keep snapshots)."""
+        return self.ema_sigma_rel != (None,)
 
     def preview(self, fixed: Mapping[str, Any] | None = None) -> SamplingConfig:
-        """The combination used for grids while training: the median guidance and DDIM steps, least η."""
+        """The combination used for grids while training: the median guidance and DDIM steps, least η,
+        and the run's own EMA (the only one there is before training ends)."""
         combos = self.combinations(fixed)
         scales = sorted({c.guidance_scale for c in combos})
         steps = sorted({c.ddim_steps for c in combos})
@@ -73,7 +102,10 @@ class SamplingSweep:
         return SamplingConfig(scales[median[0]], steps[median[1]], min(c.eta for c in combos))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+        out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+        if not self.posthoc_ema:
+            del out["ema_sigma_rel"]  # specs without it keep their fingerprint
+        return out
 
 
 def build_sweep(raw: Any, path: str = "sampling") -> SamplingSweep:
@@ -83,7 +115,7 @@ def build_sweep(raw: Any, path: str = "sampling") -> SamplingSweep:
     if not isinstance(raw, Mapping):
         raise ConfigError(path, f"expected a mapping of sampling settings ({', '.join(SWEEP_KEYS)}), got {raw!r}")
     check_keys(raw, SWEEP_KEYS, path)
-    hints = get_type_hints(SamplingConfig)
+    hints = {**get_type_hints(SamplingConfig), "ema_sigma_rel": float}
     kwargs: dict[str, Any] = {}
     for name in SAMPLING_FIELDS:
         if name in raw:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
-from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig
+from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
 from hpo.spec.rules import check_budget, check_ddim_steps, check_study_name, require
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
@@ -41,9 +41,7 @@ class StudySettings:
             f"must be in [1, 3600] seconds, got {self.heartbeat_interval}",
         )
         if self.target_kimg is not None:
-            require(
-                0 < self.target_kimg <= 1e7, "target_kimg", f"must be in (0, 1e7] kimg, got {self.target_kimg}"
-            )
+            require(0 < self.target_kimg <= 1e7, "target_kimg", f"must be in (0, 1e7] kimg, got {self.target_kimg}")
         if self.grace_period is not None:
             require(
                 2 * self.heartbeat_interval <= self.grace_period <= 86_400,
@@ -188,11 +186,18 @@ def migrate_legacy(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Specs written before sampling had its own section kept guidance, DDIM steps and η in train."""
     out = dict(raw)
     train = out.get("train")
-    if isinstance(train, Mapping) and any(k in train for k in LEGACY_SAMPLING):
-        sampling = dict(out.get("sampling") or {})
+    raw_sampling = out.get("sampling") or {}
+    if isinstance(train, Mapping) and isinstance(raw_sampling, Mapping) and any(k in train for k in LEGACY_SAMPLING):
+        sampling = dict(raw_sampling)
         for old, new in LEGACY_SAMPLING.items():
+            if old in train and new in sampling:
+                raise ConfigError(
+                    f"train.{old}",
+                    f"is also set as sampling.{new}; keep one (sampling.{new} is the current place, "
+                    f"train.{old} the old one)",
+                )
             if old in train:
-                sampling.setdefault(new, train[old])
+                sampling[new] = train[old]
         out["train"] = {k: v for k, v in train.items() if k not in LEGACY_SAMPLING}
         out["sampling"] = sampling
     search = out.get("search")
@@ -217,7 +222,7 @@ def spec_from_dict(raw: Mapping[str, Any], *, file: str = "<spec>") -> Spec:
     spec = Spec(
         study=build(StudySettings, raw.get("study"), "study"),
         data=build(DataConfig, raw.get("data"), "data"),
-        train=train,
+        train=with_posthoc_profiles(train, sampling, search, raw.get("train")),
         sampling=sampling,
         score=build(ScoreConfig, raw.get("score"), "score"),
         sampler=build(SamplerSettings, raw.get("sampler"), "sampler"),
@@ -296,6 +301,24 @@ def build_baselines(raw: Any, search: Mapping[str, Param]) -> tuple[Mapping[str,
             search[name].check_contains(value, f"{path}.{name}")
         out.append(dict(item))
     return tuple(out)
+
+
+def with_posthoc_profiles(
+    train: TrainConfig, sampling: SamplingSweep, search: Mapping[str, Param], raw_train: Any
+) -> TrainConfig:
+    """A swept (or searched) EMA length is rebuilt from snapshots of power EMAs: track EDM2's two
+    profiles unless ``train.ema_profiles`` names others."""
+    if not (sampling.posthoc_ema or "ema_sigma_rel" in search):
+        return train
+    if isinstance(raw_train, Mapping) and "ema_profiles" in raw_train:
+        require(
+            bool(train.ema_profiles),
+            "train.ema_profiles",
+            "is empty, but the EMA length (ema_sigma_rel) is rebuilt from these profiles' snapshots; "
+            f"remove the key (default {list(POSTHOC_PROFILES)}) or list σ_rel values",
+        )
+        return train
+    return train.replace(ema_profiles=POSTHOC_PROFILES)
 
 
 def sampling_bounds(spec: Spec, name: str) -> tuple[Any, Any]:

@@ -25,6 +25,7 @@ from hpo.spec.typed import to_plain
 from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.model import DiffusionModel, build_network, count_parameters
+from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
 from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
 
@@ -81,6 +82,7 @@ class TrainResult:
     peak_memory_bytes: int
     device: str
     num_parameters: int
+    snapshot_dir: Path | None = None  # the post-hoc EMA snapshots (with train.ema_profiles)
 
 
 OnEval = Callable[[EvalPoint, DiffusionModel], None]  # (the point, the EMA network in eval mode)
@@ -166,6 +168,7 @@ class Trainer:
         if device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.power = PowerEmas(self.model, cfg.ema_profiles) if cfg.ema_profiles else None
         self.net: Any = torch.compile(self.model) if cfg.compile else self.model
         self.opt = torch.optim.AdamW(
             self.model.parameters(),
@@ -231,6 +234,8 @@ class Trainer:
         self.opt.step()
         self.step += 1
         update_ema(self.ema, self.model, ema_beta(cfg, self.step * cfg.batch_size))
+        if self.power is not None:
+            self.power.update(self.model, self.step)
         finite_loss = torch.where(torch.isfinite(grad_norm), loss.detach().float(), grad_norm.float())
         self.pending.append(torch.stack([finite_loss, grad_norm.detach().float()]))
 
@@ -281,6 +286,7 @@ class Trainer:
         return {
             "model": self.model.state_dict(),
             "ema": self.ema.state_dict(),
+            "power_emas": self.power.state() if self.power is not None else [],
             "optimizer": self.opt.state_dict(),
             "step": self.step,
             "losses": list(self.losses),
@@ -294,6 +300,8 @@ class Trainer:
             raise ValueError("checkpoint was written by a run with a different configuration; not resuming from it")
         self.model.load_state_dict(state["model"])
         self.ema.load_state_dict(state["ema"])
+        if self.power is not None:
+            self.power.load_state(state["power_emas"])
         self.opt.load_state_dict(state["optimizer"])
         self.step, self.losses = int(state["step"]), list(state["losses"])
         restore_rng(state["rng"], self.device, self.generator)
@@ -309,6 +317,7 @@ def train(
     should_stop: Callable[[], bool] | None = None,
     may_save: Callable[[], bool] | None = None,
     checkpoint: Path | None = None,
+    snapshot_dir: Path | None = None,
 ) -> TrainResult:
     """Train for ``config.kimg`` thousand images; call ``on_eval`` at each of the K fixed points.
 
@@ -316,8 +325,11 @@ def train(
     checkpoint resumes from it, first re-emitting the evaluation points it already passed.
     ``should_stop`` is polled at every step and before every save: True raises TrainingStopped.
     ``may_save``, a check too slow for every step (a database query), is asked before every save
-    too: False raises TrainingStopped.
+    too: False raises TrainingStopped. With ``config.ema_profiles``, each power EMA is saved to
+    ``snapshot_dir`` at ``config.snapshot_steps()`` (a resumed run finds the earlier ones there).
     """
+    if config.ema_profiles and snapshot_dir is None:
+        raise ValueError("train.ema_profiles is set: pass snapshot_dir, where the post-hoc EMA snapshots go")
     device = resolve_device(config.device)
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
@@ -330,7 +342,7 @@ def train(
         def save_allowed() -> bool:
             return not stop() and (may_save is None or may_save())
 
-        return _run(trainer, on_eval, on_sync, stop, save_allowed, checkpoint)
+        return _run(trainer, on_eval, on_sync, stop, save_allowed, checkpoint, snapshot_dir)
 
 
 def _run(
@@ -340,8 +352,10 @@ def _run(
     should_stop: Callable[[], bool],
     may_save: Callable[[], bool],
     checkpoint: Path | None,
+    snapshot_dir: Path | None,
 ) -> TrainResult:
     cfg = trainer.cfg
+    snapshot_at = set(cfg.snapshot_steps())
     for point in trainer.history:
         if on_eval is not None:
             on_eval(point, trainer.ema_model)
@@ -362,6 +376,8 @@ def _run(
                     on_sync(synced)
                 if trainer.step // log_every > (synced.steps[0] - 1) // log_every:
                     log.info("step %d/%d  loss %s", trainer.step, cfg.total_steps, _loss_text(synced.losses))
+        if trainer.step in snapshot_at and trainer.power is not None and snapshot_dir is not None:
+            trainer.power.save_snapshots(snapshot_dir, trainer.step)
         if trainer.step in eval_at:
             point = trainer.evaluate(eval_at[trainer.step])
             trainer.history.append(point)
@@ -383,6 +399,7 @@ def _run(
         peak_memory_bytes=peak_memory_bytes(trainer.device),
         device=str(trainer.device),
         num_parameters=count_parameters(trainer.model),
+        snapshot_dir=snapshot_dir if cfg.ema_profiles else None,
     )
 
 
