@@ -25,8 +25,9 @@ import optuna
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.service.context import StudyContext
-from hpo.service.storage import Heartbeat, open_storage, resolve_url
+from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
 from hpo.service.study import create_or_resume, make_pruner, make_sampler
+from hpo.service.urls import resolve_url
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
 from tests.pg import start_server, stop_server
@@ -84,14 +85,15 @@ def ours(url: str, spec_path: Path, name: str, n_workers: int, per_worker: int) 
             WorkerOptions(url=url, study=name, max_trials=per_worker, poll_seconds=0.05, worker_index=i),
             objective=objective,
         )
-        ctx = StudyContext(name, spec, None, worker.device, Path("unused"), Path("unused"))  # type: ignore[arg-type]
-        worker.contexts[name] = (ctx, *_study(url, spec, name, i))  # type: ignore[assignment]
+        study, storage = _study(url, spec, name, i)
+        ctx = StudyContext(name, spec, None, worker.device, Path("unused"), Path("unused"), storage)  # type: ignore[arg-type]
+        worker.contexts[name] = (ctx, study, storage)
         worker.serve()
 
     return run_threads(n_workers, body)
 
 
-def _study(url: str, spec: object, name: str, i: int) -> tuple[optuna.Study, object]:
+def _study(url: str, spec: object, name: str, i: int) -> tuple[optuna.Study, ResilientStorage]:
     storage = open_storage(url, Heartbeat(60, None, 2))
     study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec, i), pruner=make_pruner(spec))  # type: ignore[arg-type]
     return study, storage

@@ -152,7 +152,7 @@ def worker_cmd(
     logs()
     try:
         from hpo.commands.worker import run_workers
-        from hpo.service.storage import resolve_url
+        from hpo.service.urls import resolve_url
         from hpo.service.worker import WorkerOptions
 
         opts = WorkerOptions(
@@ -171,7 +171,7 @@ def status_cmd(
 ) -> None:
     """Studies, or one study's trials with their state, parameters, scores and failure reasons."""
     from hpo.commands.status import status_text
-    from hpo.service.storage import resolve_url
+    from hpo.service.urls import resolve_url
 
     typer.echo(status_text(resolve_url(storage), study))
 
@@ -209,7 +209,7 @@ def report_cmd(
 ) -> None:
     """Write the study's self-contained HTML report (works on running studies too)."""
     from hpo.commands.report import run_report
-    from hpo.service.storage import resolve_url
+    from hpo.service.urls import resolve_url
 
     logs()
     typer.echo(f"report: {run_report(resolve_url(storage), study, out=out, artifacts=artifacts)}")
@@ -253,7 +253,7 @@ def dashboard_cmd(
 ) -> None:
     """Serve optuna-dashboard on the study storage, with sample grids and checkpoints per trial."""
     from hpo.commands.dashboard import run_dashboard
-    from hpo.service.storage import resolve_url
+    from hpo.service.urls import resolve_url
 
     run_dashboard(resolve_url(storage), host=host, port=port, artifacts=artifacts)
 

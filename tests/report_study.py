@@ -17,8 +17,8 @@ GOOD = {"batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale
 
 
 def build_study(folder: Path, name: str = "report-study") -> tuple[optuna.Study, Path]:
-    """6 trials from a real worker (one with an absurd learning rate, pruned), plus two failures
-    recorded the way workers record them (out-of-memory, and a worker lost mid-trial)."""
+    """6 trials from a real worker (one with an absurd learning rate, pruned), plus three failures
+    recorded the way workers record them (out-of-memory twice at a high lr, and a worker lost)."""
     url = f"sqlite:///{folder / 'hpo.db'}"
     spec_path = write_spec(
         folder,
@@ -41,7 +41,7 @@ def build_study(folder: Path, name: str = "report-study") -> tuple[optuna.Study,
     artifacts = folder / "artifacts"
     Worker(WorkerOptions(url=url, study=name, exit_when_idle=True, artifact_dir=artifacts, poll_seconds=0.2)).serve()
     dist: dict[str, BaseDistribution] = {"lr": FloatDistribution(1e-4, 10.0, log=True)}
-    for lr, reason in ((6.0, "oom"), (7.0, None)):
+    for lr, reason in ((6.0, "oom"), (7.0, "oom"), (7.5, None)):
         attrs = {"fail_reason": reason} if reason else {}
         study.add_trial(
             optuna.create_trial(

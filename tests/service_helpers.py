@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import optuna
 import yaml
 
 TINY_SPEC: dict[str, Any] = {
@@ -117,3 +118,11 @@ def dashboard_study_names(port: int, server: subprocess.Popen[str], timeout: flo
     """The names of the studies a starting optuna-dashboard serves."""
     data = poll_json(f"http://127.0.0.1:{port}/api/studies", server, "the dashboard", timeout)
     return [s["study_name"] for s in data["study_summaries"]]
+
+
+def study_report(study: optuna.Study, path: Path, *, artifact_dir: Path | None = None) -> Path:
+    """A test study's report, through the storage the study was opened with (the service passes the
+    storage it holds; a test has only the study)."""
+    from hpo.report.render import write_report
+
+    return write_report(study, study._storage, path, artifact_dir=artifact_dir)

@@ -17,8 +17,9 @@ import pytest
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
 from hpo import __version__
-from hpo.service.storage import open_storage, resolve_url
+from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
+from hpo.service.urls import resolve_url
 from hpo.spec.loading import load_spec
 from tests.cli import run_cli
 from tests.service_helpers import hpo, hpo_env, write_spec

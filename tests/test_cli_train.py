@@ -37,7 +37,7 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     assert summary["floor"]["score"] > 0 and 0.0 <= summary["floor"]["copy_pixels"] <= 1.0
     assert summary["stop"]["kind"] in ("too_early", "improving", "plateau", "copying")
     assert f"stop verdict: {summary['stop']['text']}" in stdout
-    from tests.test_tracking import records, scalar
+    from tests.tensorboard_records import records, scalar
 
     recs = records(out / "tensorboard")
     for name in ("score", "copy_pixels", "copy_features", "gap"):  # TensorBoard plots each point's numbers too

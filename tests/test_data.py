@@ -13,14 +13,7 @@ from hpo.spec.config import DataConfig
 from hpo.training import data as data_module
 from hpo.training.data import ImageData, load_data, to_model_range, to_uint8
 from hpo.training.shapes import render_shapes
-
-
-def write_images(folder: Path, n: int, *, size: int = 20, mode: str = "RGB", start: int = 0) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(start)
-    for i in range(start, start + n):
-        arr = rng.integers(0, 256, size=(size, size, len(mode)), dtype=np.uint8)
-        Image.fromarray(arr.squeeze(-1) if mode == "L" else arr, mode).save(folder / f"img{i}.png")
+from tests.images import write_images
 
 
 def folder_config(path: Path, tmp_path: Path, **kw: object) -> DataConfig:

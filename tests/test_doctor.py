@@ -19,8 +19,8 @@ from hpo.training import trainer as train_module
 from hpo.training.data import ImageData, load_data
 from tests.cli import run_cli
 from tests.conftest import tiny_config
+from tests.images import write_images
 from tests.service_helpers import TINY_SPEC, write_spec
-from tests.test_data import write_images
 
 CPU = torch.device("cpu")
 

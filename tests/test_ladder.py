@@ -12,14 +12,13 @@ import optuna
 import pytest
 
 from hpo.errors import HpoError
-from hpo.report.render import write_report
 from hpo.service.confirm import LADDER, create_companion, parse_budgets
 from hpo.service.ladder import ladder_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, create_or_resume
 from hpo.spec.loading import load_spec
-from tests.service_helpers import hpo, write_spec
-from tests.test_report_verdicts import add, random_params
+from tests.service_helpers import hpo, study_report, write_spec
+from tests.study_builders import add, random_params
 
 BUDGETS = [1, 2, 4, 8, 16]
 
@@ -65,7 +64,7 @@ def test_a_winner_that_stays_ahead_holds_to_the_last_rung(tmp_path: Path) -> Non
     assert ladder.summary == "The winner holds to 16× the budget."
     assert all(r.rank_correlation == pytest.approx(1.0) for r in ladder.rungs)
     assert ladder.stops[1].kind == "improving"  # still falling by more than the noise per doubling
-    page = write_report(source, tmp_path / "r.html", artifact_dir=None).read_text()
+    page = study_report(source, tmp_path / "r.html", artifact_dir=None).read_text()
     assert "Is it still learning at longer budgets?" in page and "The winner holds to 16× the budget." in page
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 import pytest
 from optuna.trial import TrialState
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
 from tests.pg import PASSWORD, PgServer
@@ -40,7 +40,8 @@ def launch(
     )
     done = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    from hpo.service.storage import open_storage, resolve_url
+    from hpo.service.storage import open_storage
+    from hpo.service.urls import resolve_url
 
     return optuna.load_study(study_name=name, storage=open_storage(resolve_url(url)))
 
@@ -221,3 +222,27 @@ def test_every_call_a_running_trial_makes_rides_out_a_dropped_connection(tmp_pat
     drop.left = 2
     assert STUDY_CALLS[call](study, trial) == expected
     assert drop.left < 2  # the fault was met, and ridden out
+
+
+def test_a_worker_process_holds_a_few_named_connections_while_it_trains(pg_url: str, tmp_path: Path) -> None:
+    """What README's sizing of max_connections rests on: the connections one worker process holds
+    on PostgreSQL through a trial (pg_stat_activity, sampled every 0.2 s, by application name)."""
+    study = launch(tmp_path, pg_url, "connections", 1)
+    worker = start_worker(pg_url, tmp_path)
+    from hpo.service.storage import open_storage
+    from hpo.service.urls import resolve_url
+
+    admin = open_storage(resolve_url(pg_url)).engine
+    seen: list[int] = []
+    while worker.poll() is None:
+        with admin.connect() as conn:
+            count = conn.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name"),
+                {"name": f"hpo-{worker.pid}"},
+            ).scalar()
+        seen.append(int(count or 0))
+        time.sleep(0.2)
+    finish([worker])
+    assert study.get_trials()[0].state == TrialState.COMPLETE
+    print(f"connections held by one worker process: max {max(seen)}, samples {len(seen)}")
+    assert 1 <= max(seen) <= 5, seen  # README: at most 5 per worker process

@@ -168,3 +168,42 @@ def test_the_report_draws_ema_length_against_guidance_and_says_which_is_best() -
     page = sweep_html([done], summarise(study, [done]))
     assert "EMA σ_rel 0.05 is best at guidance 1; 0.2 at guidance 3" in page
     assert "guidance × EMA length, trial #0" in page and page.count("<figure") == 2  # steps, and EMA length
+
+
+def test_ema_lengths_are_screened_at_the_winning_steps_only_and_rebuilt_once_each(
+    digits8: ImageData, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3 lengths × 2 guidance × 2 DDIM steps: the middle length sees all 4 (guidance, steps); the
+    other two lengths only the 2 guidance values at the steps that won: 8 screened, not 12."""
+    from hpo.scoring.score import make_scorer
+    from hpo.scoring.sweep import ema_stages, run_sweep
+    from hpo.spec.config import ScoreConfig
+    from hpo.training import posthoc_ema
+
+    cfg = tiny_config(kimg=1.6, batch_size=32, num_evals=1, timesteps=50, ema_profiles=(0.05, 0.10))
+    result = train(cfg, digits8, snapshot_dir=tmp_path / "ema")
+    scorer = make_scorer(
+        ScoreConfig(features="classifier", num_samples=32, batch_size=16), digits8, device=torch.device("cpu"),
+        cache_dir=cache_dir / "scoring",
+    )  # fmt: skip
+    combos = [SamplingConfig(w, n, 0.0, sigma) for sigma in (0.2, 0.05, 0.1) for w in (1.0, 2.0) for n in (3, 6)]
+    first, rest = ema_stages(combos)
+    assert {c.ema_sigma_rel for c in first} == {0.1} and len(first) == 4 and len(rest) == 8
+    rebuilt: list[float] = []
+    real = posthoc_ema.combine
+
+    def counting(snapshots, coefficients):  # type: ignore[no-untyped-def]
+        rebuilt.append(len(snapshots))
+        return real(snapshots, coefficients)
+
+    monkeypatch.setattr(posthoc_ema, "combine", counting)
+    sweep = run_sweep(
+        scorer, result.model, combos, screen_samples=16, rescore_top=2, ema=PosthocEma(result.model, tmp_path / "ema")
+    )
+    screened = [s.sampling for s in sweep.scores if s.stage == "screen"]
+    won = min((s for s in sweep.scores if s.stage == "screen" and s.sampling.ema_sigma_rel == 0.1), key=lambda s: s.fid)
+    assert len(screened) == 8 and {c.ddim_steps for c in screened if c.ema_sigma_rel != 0.1} == {
+        won.sampling.ddim_steps
+    }
+    assert len(rebuilt) <= 3 + 2  # each length rebuilt once while screening, at most twice with the finalists
+    assert len(sweep.full) == 2 and sweep.best.num_samples == 32

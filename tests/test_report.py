@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,57 +12,20 @@ import optuna
 import pytest
 from PIL import Image
 
-from hpo.report.render import write_report
+from tests.browser import browse
 from tests.pg import free_port
 from tests.report_study import build_study
-from tests.service_helpers import dashboard_study_names, hpo_env
+from tests.service_helpers import dashboard_study_names, hpo_env, study_report
 
 pytestmark = pytest.mark.slow
 HOSTILE = "<script>alert(1)</script>"
-
-
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        import os
-
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is required in CI (Debian package chromium)")
-        pytest.skip("chromium not installed")
-    return path
-
-
-def browse(url: str, tmp: Path, *, screenshot: Path | None = None) -> tuple[str, str]:
-    """(rendered DOM, browser log) after the page's scripts ran."""
-    args = [
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp / 'chromium-profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=15000",
-        "--window-size=1280,2400",
-    ]
-    if screenshot is not None:
-        args.append(f"--screenshot={screenshot}")
-    else:
-        args.append("--dump-dom")
-    done = subprocess.run([*args, url], capture_output=True, text=True, timeout=120)
-    return done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path, str]:
     folder = tmp_path_factory.mktemp("report")
     study, artifacts = build_study(folder)
-    path = write_report(study, folder / "report.html", artifact_dir=artifacts)
+    path = study_report(study, folder / "report.html", artifact_dir=artifacts)
     return study, path, path.read_text()
 
 
@@ -86,7 +48,8 @@ def test_report_has_every_section_with_figures_and_embedded_images(report: tuple
     failures = page[page.index("Failures and pruned trials") :]
     for reason in ("nan_loss", "oom", "worker_lost"):
         assert f"<td>{reason}</td>" in failures
-    assert re.search(r"(lr|guidance_scale|ddim_steps) [≥≤=]", failures) or "—" in failures
+    assert re.search(r"<td>oom</td><td>2</td><td>#\d+, #\d+</td><td>lr ≥ 6 in 2 of 2</td>", failures)
+    assert re.search(r"<td>worker_lost</td><td>1</td><td>#\d+</td><td>—</td>", failures)  # one trial: no range
 
 
 def test_report_renders_in_chromium_without_javascript_errors(
@@ -116,7 +79,7 @@ def test_hostile_study_name_renders_as_text(tmp_path: Path) -> None:
                 user_attrs={"fail_reason": HOSTILE, "samples": HOSTILE},
             )
         )
-    path = write_report(study, tmp_path / "hostile.html", artifact_dir=None)
+    path = study_report(study, tmp_path / "hostile.html", artifact_dir=None)
     page = path.read_text()
     assert HOSTILE not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

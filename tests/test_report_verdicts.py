@@ -7,68 +7,19 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
 from hpo.report.data import complete, summarise, ties_with_best
 from hpo.report.importance import Importances, study_importances
-from hpo.report.render import write_report
 from hpo.scoring.noise import Noise
 from hpo.service.confirm import create_companion, verdict
-from hpo.service.storage import open_storage
-from hpo.service.study import create_or_resume
-from hpo.spec.loading import load_spec
-from tests.service_helpers import write_spec
-from tests.test_report import browse
-
-DISTS = {
-    "lr": FloatDistribution(1e-4, 1e-2, log=True),
-    "batch_size": CategoricalDistribution([16, 32]),
-    "schedule": CategoricalDistribution(["linear", "cosine"]),
-    "guidance_scale": FloatDistribution(1.0, 3.0),
-}
-
-
-def new_study(tmp_path: Path, name: str) -> optuna.Study:
-    spec = load_spec(write_spec(tmp_path, f"{name}.yaml", study={"name": name, "n_trials": 40}))
-    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
-    return study
-
-
-def add(
-    study: optuna.Study,
-    params: dict[str, Any],
-    *,
-    value: float | None,
-    curve: list[float],
-    state: TrialState = TrialState.COMPLETE,
-    **attrs: Any,
-) -> None:
-    points = {str(k + 1): {"kimg": 0.4 * (k + 1), "val_rel": v, "val_loss": v} for k, v in enumerate(curve)}
-    study.add_trial(
-        optuna.create_trial(
-            state=state,
-            params=params,
-            distributions={k: DISTS[k] for k in params},
-            value=value if state == TrialState.COMPLETE else None,
-            intermediate_values={int(k): p["val_rel"] for k, p in points.items()},
-            user_attrs={"curve": points, "budget_kimg": 1.6, **attrs},
-        )
-    )
-
-
-def random_params(rng: np.random.Generator) -> dict[str, Any]:
-    return {
-        "lr": float(10 ** rng.uniform(-4, -2)),
-        "batch_size": int(rng.choice([16, 32])),
-        "schedule": str(rng.choice(["linear", "cosine"])),
-        "guidance_scale": float(rng.uniform(1, 3)),
-    }
+from tests.browser import browse
+from tests.service_helpers import study_report
+from tests.study_builders import add, new_study, random_params
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +80,7 @@ def test_two_configurations_within_the_noise_are_called_tied(tmp_path: Path) -> 
     add(study, random_params(rng), value=14.0, curve=[1.0] * 4)
     s = summarise(study, study.get_trials())
     assert s.noise.sd == pytest.approx(math.sqrt((0.16 + 0.25) / 2)) and s.noise.pairs == 2
-    page = write_report(study, tmp_path / "tied.html", artifact_dir=None).read_text()
+    page = study_report(study, tmp_path / "tied.html", artifact_dir=None).read_text()
     assert "#2: classifier-FID 9.5 — tied with #1 (within the noise)" in page
     assert "#0 (baseline): classifier-FID 10 — tied with #1" in page
     assert ties_with_best(complete(study.get_trials()), s.noise) == [2, 0]  # #3 (14.0) is clearly worse
@@ -172,7 +123,7 @@ def test_confirmation_verdicts_say_what_the_seeds_say(
     assert expected in v.text
     assert "baseline (trial 0" in v.text
     assert v.rank_correlation is not None
-    page = write_report(source, tmp_path / "c.html", artifact_dir=None).read_text()
+    page = study_report(source, tmp_path / "c.html", artifact_dir=None).read_text()
     assert "Confirmed at full length?" in page and expected in page
 
 
@@ -181,7 +132,7 @@ def test_reports_of_known_studies_render_in_chromium_within_the_page_width(
 ) -> None:
     source, _ = confirmed(tmp_path, "shown", {1: [5.0, 5.1, 5.2], 2: [6.0, 6.1, 6.2], 0: [8.0, 8.1, 8.2]})
     for study in (structured, source):
-        path = write_report(study, tmp_path / f"{study.study_name}.html", artifact_dir=None)
+        path = study_report(study, tmp_path / f"{study.study_name}.html", artifact_dir=None)
         probe = path.with_name(f"probe-{path.name}")
         measure = (
             "<script>window.addEventListener('load',()=>setTimeout(()=>{document.body.setAttribute('data-width',"
@@ -214,6 +165,6 @@ def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floo
     study.set_user_attr(FLOOR_ATTR, {"score": floor, "score_sd": 0.0, "num_images": 256})
     text = status_text(f"sqlite:///{tmp_path / 'hpo.db'}", "scaled")
     assert f"real held-out images score {floor:g} (256 images): {expected}" in text
-    page = write_report(study, tmp_path / "s.html", artifact_dir=None).read_text()
+    page = study_report(study, tmp_path / "s.html", artifact_dir=None).read_text()
     assert "<b>Scale</b>: Real held-out images score" in page and expected in page
     assert "seeds vary more: `hpo confirm`" in page

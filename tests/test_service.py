@@ -11,8 +11,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.service.storage import open_storage, resolve_url
+from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, progress
+from hpo.service.urls import resolve_url
 from hpo.spec.loading import load_spec
 from tests.pg import PASSWORD
 from tests.service_helpers import hpo, start_worker, write_spec

@@ -20,16 +20,16 @@ from typing import Any
 import optuna
 import pytest
 from optuna.trial import TrialState
-from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
 from hpo.service.objective import PointHooks, run_objective
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
 from hpo.spec.loading import load_spec
+from tests.browser import browse
 from tests.pg import free_port
 from tests.service_helpers import hpo_env, poll_json, write_spec
-from tests.test_report import browse
+from tests.tensorboard_records import records, scalar
 
 pytestmark = pytest.mark.slow
 
@@ -70,22 +70,6 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Pat
         )
         Worker(opts, objective=objective).serve()
     return study, folder
-
-
-def records(run_dir: Path) -> list[tuple[str, int, Any]]:
-    """(tag, step, value) of every record in every event file of a run, in file order."""
-    out = []
-    for path in sorted(run_dir.glob("events.out.tfevents.*")):
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                out.append((value.tag, event.step, value))
-    return out
-
-
-def scalar(value: Any) -> float:
-    from tensorboard.util import tensor_util
-
-    return float(tensor_util.make_ndarray(value.tensor)) if value.HasField("tensor") else float(value.simple_value)
 
 
 def test_the_trial_was_stopped_and_its_retry_completed(tracked: tuple[optuna.Study, Path]) -> None:

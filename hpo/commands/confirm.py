@@ -11,8 +11,9 @@ from hpo.commands.status import table
 from hpo.report.render import report_path, write_report
 from hpo.service.confirm import Verdict, create_companion, verdict
 from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
-from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url
+from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec
+from hpo.service.urls import is_sqlite, redact, resolve_url
 
 
 def verdict_text(v: Verdict, metric: str) -> str:
@@ -92,4 +93,4 @@ def run_confirm(
         print(ladder_text(ladder_verdict(source, companion), spec.score.metric_name))
     else:
         print(verdict_text(verdict(source, companion), spec.score.metric_name))
-    print(f"report: {write_report(source, report_path(source.study_name), artifact_dir=artifacts)}")
+    print(f"report: {write_report(source, store, report_path(source.study_name), artifact_dir=artifacts)}")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from optuna.artifacts import FileSystemArtifactStore
 
-from hpo.service.storage import open_storage, redact
+from hpo.service.storage import open_storage
+from hpo.service.urls import redact
 
 
 def run_dashboard(url: str, *, host: str, port: int, artifacts: Path) -> None:

@@ -17,8 +17,9 @@ from hpo.commands.worker import local_gpus, worker_argv, worker_env
 from hpo.errors import HpoError
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
-from hpo.service.storage import is_sqlite, open_storage, redact, resolve_url, sqlite_path
+from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, existing_study, progress
+from hpo.service.urls import is_sqlite, redact, resolve_url, sqlite_path
 from hpo.service.worker import WorkerOptions
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name
@@ -170,7 +171,8 @@ def run_launch(
     resuming = store is not None and existing_study(spec, store, new_name or spec.study.name) is not None
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
-    study, created = create_or_resume(spec, store or open_storage(url), name=new_name)
+    database = store or open_storage(url)
+    study, created = create_or_resume(spec, database, name=new_name)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
     procs = start_workers(url, name, n_workers, artifacts=artifacts, detach=detach)
@@ -190,4 +192,4 @@ def run_launch(
         w.proc.wait()
     check_workers_finished(study, spec.study.n_trials, procs)
     print(trials_table(study, spec.score.metric_name))
-    print(f"report: {write_report(study, report_path(name), artifact_dir=artifacts)}")
+    print(f"report: {write_report(study, database, report_path(name), artifact_dir=artifacts)}")

@@ -10,22 +10,23 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scoring.progress import copy_floor_of, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
-from hpo.service.storage import open_storage, redact
+from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason, noise_of, retried_numbers
+from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.validation import PRUNING_METRIC
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    cells = [[str(c) for c in header]] + [[_fmt(c) for c in row] for row in rows]
+    cells = [[str(c) for c in header]] + [[cell_text(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def _fmt(value: object) -> str:
+def cell_text(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "-" if value is None else str(value)

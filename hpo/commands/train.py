@@ -19,8 +19,9 @@ from hpo.scoring.progress import ProgressProbe, copy_floor_of, progress_line
 from hpo.scoring.score import make_scorer, preflight
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import ema_sentence, sweep_table
-from hpo.service.storage import open_storage, redact, resolve_url
+from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec
+from hpo.service.urls import redact, resolve_url
 from hpo.spec.config import POSTHOC_PROFILES
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig

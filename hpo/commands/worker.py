@@ -15,7 +15,7 @@ from types import FrameType
 import optuna
 
 from hpo.errors import HpoError
-from hpo.service.storage import STORAGE_ENV
+from hpo.service.urls import STORAGE_ENV
 from hpo.service.worker import OnStudyDone, WorkerOptions, run_worker
 
 log = logging.getLogger("hpo.worker")
@@ -76,8 +76,8 @@ def report_writer(report_dir: Path, artifact_dir: Path) -> OnStudyDone:
     """The callback that writes a finished study's report (the worker knows nothing of reports)."""
     from hpo.report.render import report_path, write_report
 
-    def write(study: optuna.Study) -> None:
-        path = write_report(study, report_path(study.study_name, report_dir), artifact_dir=artifact_dir)
+    def write(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
+        path = write_report(study, storage, report_path(study.study_name, report_dir), artifact_dir=artifact_dir)
         log.info("study %s is done; report: %s", study.study_name, path)
 
     return write

@@ -197,12 +197,12 @@ def _numeric_reading(name: str, values: list[float], others: list[float]) -> lis
     high = sorted(values)[-(len(values) // 4) - 1]
     above = sum(1 for v in values if v >= low)
     if sum(1 for v in others if v >= low) / len(others) < 0.5 * above / len(values):
-        return [f"{name} ≥ {_fmt(low)} in {above} of {len(values)}"]
+        return [f"{name} ≥ {bound_text(low)} in {above} of {len(values)}"]
     below = sum(1 for v in values if v <= high)
     if sum(1 for v in others if v <= high) / len(others) < 0.5 * below / len(values):
-        return [f"{name} ≤ {_fmt(high)} in {below} of {len(values)}"]
+        return [f"{name} ≤ {bound_text(high)} in {below} of {len(values)}"]
     return []
 
 
-def _fmt(v: float) -> str:
+def bound_text(v: float) -> str:
     return f"{v:.3g}" if math.isfinite(v) else str(v)

@@ -3,7 +3,7 @@ rank correlation and verdict per rung, the ladder's one sentence, stop verdicts 
 
 from __future__ import annotations
 
-import html
+from html import escape
 
 import optuna
 import plotly.graph_objects as go
@@ -11,8 +11,6 @@ import plotly.graph_objects as go
 from hpo.report import figures
 from hpo.service.confirm import LADDER_BY
 from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
-
-e = html.escape
 
 
 def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
@@ -42,27 +40,29 @@ def ladder_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metri
     if not name:
         return (
             "<p>No budget ladder yet: nothing says how this ranking carries over to longer runs.</p>"
-            f"<p class='next'><b>Next:</b> run `hpo confirm {e(study.study_name)} --budgets 1,4,16` (one run per "
+            f"<p class='next'><b>Next:</b> run `hpo confirm {escape(study.study_name)} --budgets 1,4,16` (one run per "
             "configuration and seed gives every rung).</p>"
         )
     try:
         companion = optuna.load_study(study_name=str(name), storage=storage)
     except KeyError:
-        return f"<p>The ladder study {e(str(name))} is gone.</p>"
+        return f"<p>The ladder study {escape(str(name))} is gone.</p>"
     ladder = ladder_verdict(study, companion)
     head = "".join(f"<th>{r.multiple}× ({r.kimg:g} kimg)</th>" for r in ladder.rungs)
     rows = [
-        f"<tr><td>{e(label)}</td><td>{value:.4g}</td>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
+        f"<tr><td>{escape(label)}</td><td>{value:.4g}</td>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
         for label, value, cells in ladder_rows(ladder)
     ]
     per_rung = "".join(
         f"<li>{r.multiple}×: rank correlation "
         f"{f'{r.rank_correlation:+.2f}' if r.rank_correlation is not None else 'n/a (fewer than 3)'}; "
-        f"{e(r.text)}</li>"
+        f"{escape(r.text)}</li>"
         for r in ladder.rungs
     )
     stops = "".join(
-        f"<li>#{n}: {e(v.text)}" + (f"<br>{e(ladder.forecasts[n].text)}" if n in ladder.forecasts else "") + "</li>"
+        f"<li>#{n}: {escape(v.text)}"
+        + (f"<br>{escape(ladder.forecasts[n].text)}" if n in ladder.forecasts else "")
+        + "</li>"
         for n, v in ladder.stops.items()
     )
     floor = ""
@@ -75,7 +75,7 @@ def ladder_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metri
             "only copy shares above that count.</p>"
         )
     return (
-        f"<p><b>{e(ladder.summary)}</b></p><table><tr><th>configuration</th><th>in the study</th>{head}</tr>"
+        f"<p><b>{escape(ladder.summary)}</b></p><table><tr><th>configuration</th><th>in the study</th>{head}</tr>"
         f"{''.join(rows)}</table><p class='note'>Mean ± sd over seeds; {ladder.finished} of {ladder.expected} runs "
         f"finished.</p><ul>{per_rung}</ul>"
         + figures.figure_html(ladder_figure(ladder, metric), f"{metric} against kimg, mean ± sd over seeds")

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import base64
 import datetime
-import html
 import logging
 import os
 from collections.abc import Sequence
+from html import escape
 from pathlib import Path
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 from plotly.offline import get_plotlyjs
 
@@ -42,22 +43,21 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
-e = html.escape
 
 
 def image_tag(store: FileSystemArtifactStore | None, artifact_id: object, alt: str) -> str:
     if store is None or not isinstance(artifact_id, str):
-        return f'<div class="missing">{e(alt)}: no image</div>'
+        return f'<div class="missing">{escape(alt)}: no image</div>'
     try:
         with store.open_reader(artifact_id) as reader:
             data = base64.b64encode(reader.read()).decode()
     except Exception:
-        return f'<div class="missing">{e(alt)}: image not found in the artifact store</div>'
-    return f'<img src="data:image/png;base64,{data}" alt="{e(alt)}" title="{e(alt)}">'
+        return f'<div class="missing">{escape(alt)}: image not found in the artifact store</div>'
+    return f'<img src="data:image/png;base64,{data}" alt="{escape(alt)}" title="{escape(alt)}">'
 
 
 def params_text(t: FrozenTrial) -> str:
-    return ", ".join(f"{e(str(k))}={e(_fmt(v))}" for k, v in sorted(t.params.items()))
+    return ", ".join(f"{escape(str(k))}={escape(param_text(v))}" for k, v in sorted(t.params.items()))
 
 
 def sampling_text(t: FrozenTrial) -> str:
@@ -67,24 +67,24 @@ def sampling_text(t: FrozenTrial) -> str:
     return f"sampled with {SamplingConfig.from_dict(choice).words}"
 
 
-def _fmt(v: object) -> str:
+def param_text(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def next_step(text: str) -> str:
-    return f"<p class='next'><b>Next:</b> {e(text)}</p>"
+    return f"<p class='next'><b>Next:</b> {escape(text)}</p>"
 
 
 def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
-    counts = " · ".join(f"{v} {e(k)}" for k, v in s.counts.items() if v)
+    counts = " · ".join(f"{v} {escape(k)}" for k, v in s.counts.items() if v)
     best = "no complete trial yet"
     if s.best is not None:
         kid = s.best.user_attrs.get("kid")
         kid_text = f", KID {kid:.4g}" if isinstance(kid, (int, float)) else ""
         noise = f" {s.noise.text()}" if s.noise.sd is not None else ""
         best = (
-            f"trial #{s.best.number}: {e(s.metric_name)} {s.best.value:.4g}{e(noise)}{kid_text} with "
-            f"{params_text(s.best)}; {e(sampling_text(s.best))}"
+            f"trial #{s.best.number}: {escape(s.metric_name)} {s.best.value:.4g}{escape(noise)}{kid_text} with "
+            f"{params_text(s.best)}; {escape(sampling_text(s.best))}"
         )
     note = (
         "classifier-FID: FID on features of a CNN trained on this dataset — not comparable with Inception FID."
@@ -92,11 +92,11 @@ def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
         else "FID: clean-fid (clean mode, Inception); not numerically equal to the TensorFlow FID quoted in papers."
     )
     return (
-        f"<ul><li><b>Best</b>: {best}</li><li><b>Against the baseline</b>: {e(best_vs_baseline(s))}</li>"
+        f"<ul><li><b>Best</b>: {best}</li><li><b>Against the baseline</b>: {escape(best_vs_baseline(s))}</li>"
         f"{scale_html(s, floor)}"
         f"<li><b>Trials</b>: {counts} (study size {s.n_trials})</li>"
         f"<li><b>Compute</b>: {s.compute_seconds / 3600:.2f} h of worker time, running trials included; pruning "
-        f"saved about {s.saved_seconds / 3600:.2f} h</li><li><b>Metric</b>: {e(note)}</li></ul>"
+        f"saved about {s.saved_seconds / 3600:.2f} h</li><li><b>Metric</b>: {escape(note)}</li></ul>"
     )
 
 
@@ -106,11 +106,11 @@ def scale_html(s: Summary, floor: dict[str, float] | None) -> str:
     if not text:
         return ""
     note = " (± beside a score is the noise of re-sampling one model; seeds vary more: `hpo confirm`)"
-    return f"<li><b>Scale</b>: {e(text[0].upper() + text[1:])}{e(note)}</li>"
+    return f"<li><b>Scale</b>: {escape(text[0].upper() + text[1:])}{escape(note)}</li>"
 
 
 def importance_html(imp: Importances) -> str:
-    out = f"<p><b>{e(imp.reading())}</b></p>"
+    out = f"<p><b>{escape(imp.reading())}</b></p>"
     if imp.fanova:
         out += figures.figure_html(
             figures.importance_figure(imp), f"Importance for {imp.target} ({imp.n_trials} trials)"
@@ -122,8 +122,9 @@ def failures_html(groups: list[FailureGroup]) -> str:
     if not groups:
         return "<p>No trial failed or was pruned.</p>"
     rows = "".join(
-        f"<tr><td>{e(g.reason)}</td><td>{len(g.trials)}</td><td>{e(', '.join(f'#{n}' for n in g.trials))}</td>"
-        f"<td>{e('; '.join(g.shared)) or '—'}</td><td>{e(explain(g.reason))}</td></tr>"
+        f"<tr><td>{escape(g.reason)}</td><td>{len(g.trials)}</td>"
+        f"<td>{escape(', '.join(f'#{n}' for n in g.trials))}</td>"
+        f"<td>{escape('; '.join(g.shared)) or '—'}</td><td>{escape(explain(g.reason))}</td></tr>"
         for g in groups
     )
     return (
@@ -146,8 +147,8 @@ def samples_html(
         tie = f" — tied with #{done[0].number} (within the noise)" if t.number in tied else ""
         cells.append(
             f"<div class='cell'>{image_tag(store, t.user_attrs.get('samples'), f'trial {t.number}')}"
-            f"<p>#{t.number}{' (baseline)' if t.user_attrs.get('baseline') else ''}: {e(s.metric_name)} "
-            f"{t.value:.4g}{e(tie)}<br><small>{params_text(t)}<br>{e(sampling_text(t))}</small></p></div>"
+            f"<p>#{t.number}{' (baseline)' if t.user_attrs.get('baseline') else ''}: {escape(s.metric_name)} "
+            f"{t.value:.4g}{escape(tie)}<br><small>{params_text(t)}<br>{escape(sampling_text(t))}</small></p></div>"
         )
     out = f"<h3>Best trials and the baseline ({len(done)} complete)</h3><div class='grid'>{''.join(cells)}</div>"
     if done:
@@ -155,7 +156,7 @@ def samples_html(
         grids = current_attrs(best).get("grids") or {}
         curve = current_attrs(best).get("curve") or {}
         steps = "".join(
-            f"<div class='cell'>{image_tag(store, grids[k], f'evaluation {k}')}<p>evaluation {e(k)}"
+            f"<div class='cell'>{image_tag(store, grids[k], f'evaluation {k}')}<p>evaluation {escape(k)}"
             f" at {curve.get(k, {}).get('kimg', 0):.3g} kimg</p></div>"
             for k in sorted(grids, key=int)
         )
@@ -165,7 +166,7 @@ def samples_html(
 
 def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
     sweeps = [(t, scores) for t in done[:5] if len(scores := sweep_of(t)) > 1]
-    out = f"<p><b>{e(sweep_answer(done, s.noise))}</b></p>"
+    out = f"<p><b>{escape(sweep_answer(done, s.noise))}</b></p>"
     if not sweeps:
         return out
     best, scores = sweeps[0]
@@ -175,7 +176,7 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
     )
     ema_line = ema_sentence(scores)
     if ema_line is not None:
-        out += f"<p><b>{e(ema_line)}</b> (trial #{best.number}; EMA lengths rebuilt after training).</p>"
+        out += f"<p><b>{escape(ema_line)}</b> (trial #{best.number}; EMA lengths rebuilt after training).</p>"
         out += figures.figure_html(
             figures.sweep_figure(scores, s.metric_name, rows="ema_sigma_rel"),
             f"{s.metric_name} over guidance × EMA length, trial #{best.number}: every length from one training run "
@@ -198,7 +199,7 @@ def confirm_html(study: optuna.Study, storage: optuna.storages.BaseStorage) -> s
     try:
         companion = optuna.load_study(study_name=str(name), storage=storage)
     except KeyError:
-        return f"<p>The confirmation study {e(str(name))} is gone.</p>"
+        return f"<p>The confirmation study {escape(str(name))} is gone.</p>"
     v = verdict(study, companion)
     rows = "".join(
         f"<tr><td>#{c.trial}{' (baseline)' if c.baseline else ''}</td><td>{c.study_value:.4g}</td>"
@@ -207,9 +208,10 @@ def confirm_html(study: optuna.Study, storage: optuna.storages.BaseStorage) -> s
     )
     rho = f"{v.rank_correlation:.2f}" if v.rank_correlation is not None else "n/a (fewer than 3 configurations)"
     return (
-        f"<p><b>{e(v.text)}</b></p><table><tr><th>configuration</th><th>in the study</th><th>confirmed (mean ± sd)</th>"
+        f"<p><b>{escape(v.text)}</b></p><table><tr><th>configuration</th><th>in the study</th>"
+        "<th>confirmed (mean ± sd)</th>"
         f"<th>seeds</th></tr>{rows}</table><p class='note'>{v.finished} of {v.expected} runs finished at "
-        f"{v.budget_ratio:g}× the study's budget; rank correlation of study and confirmed order: {e(rho)}.</p>"
+        f"{v.budget_ratio:g}× the study's budget; rank correlation of study and confirmed order: {escape(rho)}.</p>"
     )
 
 
@@ -245,7 +247,8 @@ def search_html(study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Imp
     return f"<h2>The search</h2><p class='note'>{len(complete(trials))} complete trials.</p>{''.join(parts)}"
 
 
-def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
+def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactStore | None) -> str:
+    """The report page; ``storage`` is the study's (its confirmation and budget ladder live there too)."""
     trials = study.get_trials(deepcopy=False)
     s = summarise(study, trials)
     done = complete(trials)
@@ -253,7 +256,7 @@ def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
     learning = [t for t in trials if t.state != TrialState.WAITING]
     top = done[:5] + [t for t in done[5:] if t.user_attrs.get("baseline")]
     parts = [
-        f"<h1>Study {e(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
+        f"<h1>Study {escape(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
         "<h2>Summary</h2>",
         summary_html(s, study.user_attrs.get(FLOOR_ATTR)),
         "<h2>Which hyperparameters mattered</h2>",
@@ -280,14 +283,14 @@ def render(study: optuna.Study, store: FileSystemArtifactStore | None) -> str:
         "<h2>Samples</h2>",
         samples_html(trials, study, store, s),
         "<h2>Confirmed at full length?</h2>",
-        confirm_html(study, study._storage),
+        confirm_html(study, storage),
         "<h2>Is it still learning at longer budgets? When to stop?</h2>",
-        ladder_html(study, study._storage, s.metric_name),
+        ladder_html(study, storage, s.metric_name),
         "<h2>Failures and pruned trials</h2>",
         failures_html(failure_groups(trials)),
     ]
     return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpo report: {e(s.study_name)}</title>"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpo report: {escape(s.study_name)}</title>"
         f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style><script>{get_plotlyjs()}</script>"
         f"</head><body>{''.join(parts)}</body></html>"
     )
@@ -297,10 +300,10 @@ def report_path(study_name: str, folder: Path = Path("reports")) -> Path:
     return folder / f"{path_component(study_name)}.html"
 
 
-def write_report(study: optuna.Study, path: Path, *, artifact_dir: Path | None) -> Path:
+def write_report(study: optuna.Study, storage: BaseStorage, path: Path, *, artifact_dir: Path | None) -> Path:
     store = FileSystemArtifactStore(str(artifact_dir)) if artifact_dir is not None and artifact_dir.is_dir() else None
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the launcher and a worker may both write it
-    tmp.write_text(render(study, store), encoding="utf-8")
+    tmp.write_text(render(study, storage, store), encoding="utf-8")
     tmp.replace(path)
     return path

@@ -6,7 +6,7 @@ the settings' and not the noise's. With screening, every combination is first sc
 screening samples are reused, since sample i is the same image in both) and the trial's value is the
 best full-count score: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
 combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
-at a time.
+at a time, and screened in two stages (:func:`ema_stages`).
 """
 
 from __future__ import annotations
@@ -119,15 +119,22 @@ def run_sweep(
         if on_score is not None:
             on_score(entry)
 
-    screening = 0 < screen_samples < n and len(combos) > 1
-    finalists = list(combos)
-    if screening:
-        for combo in combos:
+    def screen(batch: Sequence[SamplingConfig]) -> None:
+        for combo in batch:
             if (combo, "screen") in done:
                 result.scores.append(done[(combo, "screen")])
                 continue
             firsts[combo] = measure(combo, 0, screen_samples)
             record(combo, "screen", firsts[combo])
+
+    screening = 0 < screen_samples < n and len(combos) > 1
+    finalists = list(combos)
+    if screening:
+        first, rest = ema_stages(combos)
+        screen(first)
+        if rest:  # the other EMA lengths × guidance, at the DDIM steps and η that won the first stage
+            won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid).sampling
+            screen([c for c in rest if (c.ddim_steps, c.eta) == (won.ddim_steps, won.eta)])
         screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid)
         finalists = sorted((s.sampling for s in screened[:rescore_top]), key=ema_order)
     for combo in finalists:
@@ -140,6 +147,18 @@ def run_sweep(
             sample = measure(combo, 0, n)
         record(combo, "full", sample)
     return result
+
+
+def ema_stages(combos: Sequence[SamplingConfig]) -> tuple[list[SamplingConfig], list[SamplingConfig]]:
+    """Screening in two stages when the EMA length is swept beside other settings: first every
+    combination at the middle length, then the other lengths (× guidance, which they interact with)
+    only at the DDIM steps and η that won. The cost grows with lengths + combinations, not with
+    their product. Without an EMA sweep: one stage, every combination."""
+    lengths = sorted({c.ema_sigma_rel for c in combos if c.ema_sigma_rel is not None})
+    if len(lengths) < 2 or len({(c.ddim_steps, c.eta) for c in combos}) < 2:
+        return list(combos), []
+    pivot = lengths[(len(lengths) - 1) // 2]
+    return [c for c in combos if c.ema_sigma_rel == pivot], [c for c in combos if c.ema_sigma_rel != pivot]
 
 
 def ema_order(combo: SamplingConfig) -> float:

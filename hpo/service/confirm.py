@@ -196,28 +196,29 @@ def reading(scored: list[Confirmed], ratio: float) -> str:
     winner = scored[0]
     best = min(scored, key=lambda c: c.mean)
     if len(scored) == 1:
-        return f"Only trial {winner.trial} has confirmation runs so far: {_fmt(winner)} at {budget}."
+        return f"Only trial {winner.trial} has confirmation runs so far: {seed_mean_text(winner)} at {budget}."
     ties = [c for c in scored if c is not winner and tied(c, winner)]
     if best is winner and not ties:
-        text = f"The winner holds at {budget}: trial {winner.trial} ({_fmt(winner)}) beats every other one."
+        text = f"The winner holds at {budget}: trial {winner.trial} ({seed_mean_text(winner)}) beats every other one."
     elif best is winner or tied(best, winner):
         names = " and ".join(f"trial {c.trial}" for c in [winner, *ties])
-        values = "; ".join(_fmt(c) for c in [winner, *ties])
+        values = "; ".join(seed_mean_text(c) for c in [winner, *ties])
         text = f"At {budget}, {names} are tied ({values}): the seeds cannot order them."
     else:
         text = (
-            f"The winner does not hold at {budget}: trial {best.trial} ({_fmt(best)}) beats trial {winner.trial} "
-            f"({_fmt(winner)})."
+            f"The winner does not hold at {budget}: trial {best.trial} ({seed_mean_text(best)}) beats trial "
+            f"{winner.trial} "
+            f"({seed_mean_text(winner)})."
         )
     baseline = next((c for c in scored if c.baseline), None)
     if baseline is not None and baseline is not best:
         if tied(baseline, best):
-            text += f" The baseline (trial {baseline.trial}, {_fmt(baseline)}) is tied with the best."
+            text += f" The baseline (trial {baseline.trial}, {seed_mean_text(baseline)}) is tied with the best."
         else:
             gain = baseline.mean - best.mean
-            text += f" The best beats the baseline (trial {baseline.trial}, {_fmt(baseline)}) by {gain:.3g}."
+            text += f" The best beats the baseline (trial {baseline.trial}, {seed_mean_text(baseline)}) by {gain:.3g}."
     return text
 
 
-def _fmt(c: Confirmed) -> str:
+def seed_mean_text(c: Confirmed) -> str:
     return f"{c.mean:.3g} ± {c.spread:.2g} over {len(c.values)} seed{'s' if len(c.values) != 1 else ''}"

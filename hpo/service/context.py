@@ -16,6 +16,7 @@ from PIL import Image
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import Scorer, make_scorer
 from hpo.service.names import path_component
+from hpo.service.optuna_internals import trial_id
 from hpo.service.storage import ResilientStorage
 from hpo.service.trials import root_number
 from hpo.spec.sampling import SamplingConfig
@@ -27,7 +28,8 @@ from hpo.training.model import DiffusionModel
 
 @dataclass
 class StudyContext:
-    """A study's spec, data, storage and artifact store, and (lazily) its scorer."""
+    """A study's spec, data, storage (the worker's, with heartbeats) and artifact store, and
+    (lazily) its scorer."""
 
     name: str
     spec: Spec
@@ -35,7 +37,7 @@ class StudyContext:
     device: torch.device
     artifact_dir: Path
     cache_dir: Path
-    storage: ResilientStorage | None = None
+    storage: ResilientStorage
     scorer: Scorer | None = field(default=None)
     progress: ProgressProbe | None = field(default=None)
 
@@ -58,7 +60,7 @@ class StudyContext:
         return self.progress
 
     def trial_root(self, trial: optuna.Trial) -> int:
-        return root_number(trial.study._storage.get_trial(trial._trial_id))
+        return root_number(self.storage.get_trial(trial_id(trial)))
 
     def checkpoint_path(self, root: int) -> Path:
         """Shared by a trial and its retries, so a retry resumes where the lost worker stopped."""

@@ -30,6 +30,7 @@ from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore
 from hpo.service.confirm import LADDER
 from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
+from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
 from hpo.service.study import FLOOR_ATTR, pruned_reason
 from hpo.service.trials import mark_ended, noise_estimates
@@ -174,7 +175,7 @@ def _train_and_score(
     stored = [dict(d) for d in trial.user_attrs.get("sweep") or []]
 
     def lost() -> bool:
-        return storage is not None and storage.is_lost(trial._trial_id)
+        return storage.is_lost(trial_id(trial))
 
     def on_score(entry: ComboScore) -> None:
         stored.append(entry.to_dict())
@@ -189,8 +190,8 @@ def _train_and_score(
             ctx.data,
             on_eval=on_eval,
             on_sync=runs.on_sync,
-            should_stop=lost if storage is not None else None,
-            may_save=(lambda: storage.still_owned(trial._trial_id)) if storage is not None else None,
+            should_stop=lost,
+            may_save=lambda: storage.still_owned(trial_id(trial)),
             checkpoint=files.checkpoint,
             snapshot_dir=files.snapshots,
         )

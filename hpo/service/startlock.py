@@ -16,7 +16,7 @@ from filelock import FileLock
 from optuna.storages import RDBStorage
 from sqlalchemy import text
 
-from hpo.service.storage import sqlite_path
+from hpo.service.urls import sqlite_path
 
 
 def lock_key(study_name: str) -> int:

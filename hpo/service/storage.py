@@ -1,5 +1,5 @@
-"""Where studies live: URL resolution, engine options, a storage that rides out database outages,
-and password redaction.
+"""The storage a study lives in: engine options, and a storage that rides out database outages
+(URLs and redaction: :mod:`hpo.service.urls`; reading errors: :mod:`hpo.service.db_errors`).
 
 No URL → an embedded SQLite file in the working directory (WAL journal, generous busy timeout) so
 several local worker processes share it without "database is locked". PostgreSQL is the deployment.
@@ -36,18 +36,19 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 from sqlalchemy import event, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.errors import HpoError
+from hpo.service.db_errors import describe_error, is_connection_error, with_backoff
+from hpo.service.optuna_internals import PRIVATE_STORAGE_METHODS
 from hpo.service.trials import RetryStaleTrial
+from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
+from hpo.spec.rules import grace_seconds
 
 log = logging.getLogger("hpo.storage")
 
-STORAGE_ENV = "HPO_STORAGE"
-DEFAULT_DB = "hpo.db"
-# Per process: 2 pooled + 2 overflow connections. 32 workers × 2 + the dashboard stays well under
-# PostgreSQL's default max_connections=100; overflow covers the heartbeat thread and the start lock.
+# Per engine: 2 pooled + 2 overflow connections (overflow covers the heartbeat thread and the start
+# lock). A worker has two engines; measured, it holds at most 4 connections at once (README).
 POOL = {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True, "pool_recycle": 300}
 HEARTBEAT_WARN_EVERY = 60.0  # seconds: a failing heartbeat is said at first, then once a minute
 T = TypeVar("T")
@@ -56,59 +57,20 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Heartbeat:
     interval: int = 30  # seconds between heartbeats of a running trial
-    grace_period: int | None = None  # seconds of silence before a trial is stale (2× interval)
+    grace_period: int | None = None  # seconds of silence before a trial is stale (default: grace_seconds)
     max_retries: int = 2  # re-runs of a stale trial
 
     @property
     def grace_seconds(self) -> int:
-        return self.grace_period if self.grace_period is not None else 2 * self.interval
-
-
-def resolve_url(url: str | None = None) -> str:
-    """``--storage``, else $HPO_STORAGE, else the embedded database ./hpo.db. ``postgresql://`` and
-    ``postgresql+psycopg2://`` both work (SQLAlchemy 2.1 alone would map the first to psycopg 3)."""
-    chosen = url or os.environ.get(STORAGE_ENV) or f"sqlite:///{DEFAULT_DB}"
-    try:
-        parsed = make_url(chosen)
-    except ArgumentError:
-        raise HpoError(
-            f"cannot parse storage URL {redact(chosen)!r}; expected postgresql://USER:PASSWORD@HOST:5432/DB "
-            "or sqlite:///FILE"
-        ) from None
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg2")
-        return parsed.render_as_string(hide_password=False)
-    if parsed.get_backend_name() not in ("postgresql", "sqlite", "mysql"):
-        raise HpoError(f"unsupported storage {redact(chosen)!r}; use postgresql://... or sqlite:///FILE")
-    return chosen
-
-
-def redact(url: str) -> str:
-    """The URL with its password replaced by ***; never log or print a URL without this."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable URL>"
-
-
-def redact_text(message: str, url: str) -> str:
-    password = make_url(url).password
-    return message.replace(str(password), "***") if password else message
-
-
-def is_sqlite(url: str) -> bool:
-    return make_url(url).get_backend_name() == "sqlite"
-
-
-def sqlite_path(url: str) -> Path | None:
-    parsed = make_url(url)
-    return Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
+        return grace_seconds(self.interval, self.grace_period)
 
 
 def engine_kwargs(url: str) -> dict[str, Any]:
+    """SQLite: a long busy timeout. PostgreSQL: the pool, and each connection named after its
+    process (``hpo-PID`` in ``pg_stat_activity``), so an operator sees which worker holds what."""
     if is_sqlite(url):
         return {"connect_args": {"timeout": 120}}
-    return dict(POOL)
+    return {**POOL, "connect_args": {"application_name": f"hpo-{os.getpid()}"}}
 
 
 def prepare_sqlite(url: str) -> None:
@@ -119,27 +81,6 @@ def prepare_sqlite(url: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(path, timeout=120) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
-
-
-def is_connection_error(err: BaseException | None) -> bool:
-    """The database could not be reached (restart, network), as opposed to a bad request."""
-    seen = 0
-    while err is not None and seen < 10:
-        if isinstance(err, OperationalError) or (isinstance(err, DBAPIError) and err.connection_invalidated):
-            return True
-        err, seen = err.__cause__ or err.__context__, seen + 1
-    return False
-
-
-def is_storage_error(err: BaseException | None) -> bool:
-    """True when the database failed, also when Optuna's bookkeeping tripped over it (its
-    ``_run_trial`` then raises UnboundLocalError from the failed tell)."""
-    seen = 0
-    while err is not None and seen < 10:
-        if isinstance(err, (SQLAlchemyError, optuna.exceptions.StorageInternalError)):
-            return True
-        err, seen = err.__cause__ or err.__context__, seen + 1
-    return False
 
 
 class ResilientStorage(RDBStorage):
@@ -165,7 +106,7 @@ class ResilientStorage(RDBStorage):
         now = self._last_outage = time.monotonic()
         last, ResilientStorage._last_lost = ResilientStorage._last_lost, now
         if now - last > POOL["pool_recycle"]:  # older connections are recycled unpinged: same outage
-            log.warning("database connection lost (%s); reconnecting", _short(err))
+            log.warning("database connection lost (%s); reconnecting", describe_error(err))
 
     def retrying(self, call: Callable[[], T], what: str) -> T:
         if getattr(self._retrying_here, "active", False):  # a retried call inside another: the outer one retries
@@ -177,37 +118,34 @@ class ResilientStorage(RDBStorage):
             self._retrying_here.active = False
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
-        delay, deadline, warned = 0.5, time.monotonic() + self.outage_seconds, False
-        while True:
-            try:
-                return call()
-            except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as err:
-                if not is_connection_error(err) or time.monotonic() > deadline:
-                    raise
-                self._last_outage = time.monotonic()
-                if not warned:
-                    log.warning("database unreachable during %s; retrying for up to %.0f s", what, self.outage_seconds)
-                    warned = True
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        warned = [False]
+
+        def unreachable(err: Exception) -> None:
+            self._last_outage = time.monotonic()
+            if not warned[0]:
+                log.warning("database unreachable during %s; retrying for up to %.0f s", what, self.outage_seconds)
+                warned[0] = True
+
+        return with_backoff(call, seconds=self.outage_seconds, retry_on=is_connection_error, on_retry=unreachable)
 
     def record_heartbeat(self, trial_id: int) -> None:
         """Never raises: a heartbeat lost to an outage is retried; the thread lives on."""
         interval = float(self.heartbeat_interval or 30)
-        delay, deadline = 0.5, time.monotonic() + interval
-        while True:
-            try:
-                super().record_heartbeat(trial_id)
-                self._check_still_running(trial_id)
-                self._beat_recovered(trial_id)
-                return
-            except Exception as err:  # the heartbeat thread must survive anything
-                self._last_outage = time.monotonic()
-                if time.monotonic() + delay > deadline:
-                    self._beat_failed(trial_id, err, interval)
-                    return
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+
+        def beat() -> None:
+            super(ResilientStorage, self).record_heartbeat(trial_id)
+            self._check_still_running(trial_id)
+
+        try:
+            with_backoff(beat, seconds=interval, on_retry=lambda err: self._saw_outage())
+        except Exception as err:  # the heartbeat thread must survive anything
+            self._saw_outage()
+            self._beat_failed(trial_id, err, interval)
+            return
+        self._beat_recovered(trial_id)
+
+    def _saw_outage(self) -> None:
+        self._last_outage = time.monotonic()
 
     def _beat_failed(self, trial_id: int, err: BaseException, interval: float) -> None:
         """Said at the first failure, then once a minute: an outage is one story, not a line a beat."""
@@ -216,7 +154,7 @@ class ResilientStorage(RDBStorage):
         if now - said >= HEARTBEAT_WARN_EVERY:
             failing = f"failing for {now - since:.0f} s" if now > since else "failed"
             log.warning(
-                "heartbeat of trial id %d %s (%s); next try in %.0f s", trial_id, failing, _short(err), interval
+                "heartbeat of trial id %d %s (%s); next try in %.0f s", trial_id, failing, describe_error(err), interval
             )
             said = now
         self._beat_failing[trial_id] = (since, said)
@@ -242,7 +180,7 @@ class ResilientStorage(RDBStorage):
         try:
             self._check_still_running(trial_id)
         except Exception as err:  # an outage: keep going, the heartbeat will tell
-            log.debug("could not check trial id %d (%s)", trial_id, _short(err))
+            log.debug("could not check trial id %d (%s)", trial_id, describe_error(err))
         return trial_id not in self._lost
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
@@ -268,7 +206,7 @@ class ResilientStorage(RDBStorage):
         return trial_id in self._lost
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        grace = self.grace_period if self.grace_period is not None else 2 * (self.heartbeat_interval or 30)
+        grace = grace_seconds(self.heartbeat_interval or 30, self.grace_period)
 
         def stale() -> list[int]:
             if time.monotonic() - self._last_outage < grace or self._server_uptime() < grace:
@@ -285,12 +223,10 @@ class ResilientStorage(RDBStorage):
         return float(seconds or 0.0)
 
 
-# Every read, and the writes that set a value (not the ones that append). Optuna's _CachedStorage,
-# which every Study wraps around its storage, reads trials through the private _get_trials and
-# _get_best_trial_id: without them a pruning check in the middle of a restart failed its trial.
+# Every read, and the writes that set a value (not the ones that append); the private two: see
+# hpo.service.optuna_internals.
 IDEMPOTENT = (
-    "_get_trials",
-    "_get_best_trial_id",
+    *PRIVATE_STORAGE_METHODS[1:],
     "get_best_trial",
     "get_n_trials",
     "get_all_studies",
@@ -327,15 +263,6 @@ for _name in IDEMPOTENT:
     setattr(ResilientStorage, _name, _retrying_method(_name))
 
 
-def _short(err: BaseException) -> str:
-    while isinstance(err, optuna.exceptions.StorageInternalError) and err.__cause__ is not None:
-        err = err.__cause__  # Optuna's wrapper guesses "invalid data"; the cause says what happened
-    message = str(getattr(err, "orig", None) or err).strip()
-    if message in ("", "()"):  # the pool's pre-ping failure carries no message
-        return "the server closed it"
-    return message.splitlines()[0][:200] if message else type(err).__name__
-
-
 def open_storage(
     url: str, heartbeat: Heartbeat | None = None, *, must_exist: bool = False, outage_seconds: float | None = None
 ) -> ResilientStorage:
@@ -362,4 +289,4 @@ def open_storage(
                 }
             return ResilientStorage(url, engine_kwargs=engine_kwargs(url), outage_seconds=outage, **beat)
     except (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError) as err:
-        raise HpoError(f"cannot open storage {redact(url)}: {redact_text(_short(err), url)}") from None
+        raise HpoError(f"cannot open storage {redact(url)}: {redact_text(describe_error(err), url)}") from None

@@ -10,6 +10,7 @@ the process exits cleanly. The caller learns that a study finished through ``on_
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import signal
@@ -25,11 +26,14 @@ import optuna
 
 from hpo.scoring.score import preflight
 from hpo.service.context import StudyContext
+from hpo.service.db_errors import is_storage_error
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
+from hpo.service.optuna_internals import trial_id
 from hpo.service.startlock import StartLock
-from hpo.service.storage import Heartbeat, ResilientStorage, is_storage_error, open_storage, redact
+from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
 from hpo.service.study import SPEC_ATTR, load, make_pruner, make_sampler, progress, require_spec
 from hpo.service.trials import mark_ended
+from hpo.service.urls import redact
 from hpo.spec.spec import Spec
 from hpo.tracking.external import check_trackers
 from hpo.training.data import load_data
@@ -58,7 +62,17 @@ class WorkerOptions:
 
 
 Objective = Callable[[optuna.Trial, StudyContext, Callable[[], None]], float]
-OnStudyDone = Callable[[optuna.Study], None]
+
+
+class Outcome(enum.Enum):
+    """What one look at a study did."""
+
+    RAN = "ran"  # ran one trial
+    BUSY = "busy"  # nothing to start, but other workers' trials still run
+    DONE = "done"  # the study is finished
+
+
+OnStudyDone = Callable[[optuna.Study, optuna.storages.BaseStorage], None]  # (the study, its storage)
 
 
 class Worker:
@@ -126,35 +140,37 @@ class Worker:
         )
         return ctx, study, storage
 
-    def step(self, name: str) -> str:
-        """Run at most one trial of ``name``: 'ran', 'busy' (others still running) or 'done'."""
+    def step(self, name: str) -> Outcome:
+        """Run at most one trial of ``name``."""
         ctx, study, storage = self.context(name)
         n_trials = ctx.spec.study.n_trials
         lock = StartLock(self.opts.url, storage, name)
         with lock:
             p = progress(study, n_trials)
             if p.waiting == 0 and p.slots >= n_trials:
-                return "done" if p.done else "busy"
+                return Outcome.DONE if p.done else Outcome.BUSY
             self._optimize_one(study, ctx, lock, storage)
         if self.on_study_done is not None:
             with lock:
                 if progress(study, n_trials).done and not study.user_attrs.get(REPORTED_ATTR):
                     study.set_user_attr(REPORTED_ATTR, True)
-                    self._study_done(study)
-        return "ran"
+                    self._study_done(study, storage)
+        return Outcome.RAN
 
-    def _study_done(self, study: optuna.Study) -> None:
+    def _study_done(self, study: optuna.Study, storage: ResilientStorage) -> None:
         assert self.on_study_done is not None
         try:
-            self.on_study_done(study)
+            self.on_study_done(study, storage)
         except Exception:  # what the caller does with a finished study must never take a worker down
             log.exception("the callback for finished study %s failed", study.study_name)
 
     def _optimize_one(self, study: optuna.Study, ctx: StudyContext, lock: StartLock, storage: ResilientStorage) -> None:
         number: list[int] = []
+        ids: list[int] = []
 
         def objective(trial: optuna.Trial) -> float:
             number.append(trial.number)
+            ids.append(trial_id(trial))
             try:
                 return self.objective(trial, ctx, lock.release)
             except WorkerStopping:
@@ -165,7 +181,7 @@ class Worker:
                 raise
             except optuna.exceptions.UpdateFinishedTrialError:
                 # a report or attribute found the trial failed as stale before the heartbeat did
-                if storage.still_owned(trial._trial_id):
+                if storage.still_owned(trial_id(trial)):
                     raise
                 raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
             except Exception as err:
@@ -182,17 +198,17 @@ class Worker:
             self.in_trial = False
             callback = storage.get_heartbeat_stale_trial_callback()
             if number and callback is not None:
-                callback(study, storage.get_trial(_trial_id(study, number[0])))
+                callback(study, storage.get_trial(ids[0]))
             log.info("stopped by SIGTERM: trial %s queued for retry", number[0] if number else "-")
             return
         except Exception as err:
-            if not (number and failed_elsewhere(study, number[0])):
+            if not (ids and failed_elsewhere(storage, ids[0])):
                 raise
             log.warning("trial %d was failed as stale while it ran (%s); its retry takes over", number[0], err)
             return
         finally:
             self.in_trial = False
-        if number and storage.is_lost(_trial_id(study, number[0])):
+        if ids and storage.is_lost(ids[0]):
             log.warning(
                 "trial %d was failed as stale while it ran; stopped training it, its retry takes over", number[0]
             )
@@ -210,9 +226,9 @@ class Worker:
                 if self.opts.max_trials is not None and self.trials_run >= self.opts.max_trials:
                     break
                 outcomes = self._round()
-                if outcomes is None or "ran" in outcomes.values():
+                if outcomes is None or Outcome.RAN in outcomes.values():
                     continue
-                if self.opts.exit_when_idle and all(o == "done" for o in outcomes.values()):
+                if self.opts.exit_when_idle and all(o == Outcome.DONE for o in outcomes.values()):
                     break
                 time.sleep(self.opts.poll_seconds)
             if self.stopping and not self.stop_acknowledged:
@@ -225,13 +241,13 @@ class Worker:
                 signal.signal(signal.SIGALRM, previous_alarm)
         return self.trials_run
 
-    def _round(self) -> dict[str, str] | None:
+    def _round(self) -> dict[str, Outcome] | None:
         """One look at every study (stopping after the first that ran a trial); None on an outage."""
-        outcomes: dict[str, str] = {}
+        outcomes: dict[str, Outcome] = {}
         try:
             for name in self.study_names():
                 outcomes[name] = self.step(name)
-                if outcomes[name] == "ran" or self.stopping:
+                if outcomes[name] == Outcome.RAN or self.stopping:
                     break
         except Exception as err:
             if not is_storage_error(err):
@@ -272,15 +288,11 @@ class Reaper:
         return float(min(intervals)) if intervals else 5.0
 
 
-def failed_elsewhere(study: optuna.Study, number: int) -> bool:
+def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:
     try:
-        return study._storage.get_trial(_trial_id(study, number)).state == optuna.trial.TrialState.FAIL
+        return storage.get_trial(trial_id).state == optuna.trial.TrialState.FAIL
     except Exception:  # the database may still be away
         return True
-
-
-def _trial_id(study: optuna.Study, number: int) -> int:
-    return study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
 
 
 def run_worker(opts: WorkerOptions, on_study_done: OnStudyDone | None = None) -> int:

@@ -68,3 +68,9 @@ def check_sigma_rel(value: float, key: str) -> None:
         key,
         f"σ_rel must be in [{low}, {high}] (EDM2's best lengths lie in 0.03-0.2), got {value}",
     )
+
+
+def grace_seconds(heartbeat_interval: int, grace_period: int | None) -> int:
+    """Seconds without a heartbeat before a running trial is stale: ``grace_period``, by default two
+    heartbeat intervals (one missed beat is not yet a lost worker)."""
+    return grace_period if grace_period is not None else 2 * heartbeat_interval

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_type_hints
 from hpo.errors import ConfigError
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
-from hpo.spec.rules import check_budget, check_ddim_steps, check_study_name, require
+from hpo.spec.rules import check_budget, check_ddim_steps, check_study_name, grace_seconds, require
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
 from hpo.spec.typed import build, check_keys, coerce, suggest, to_plain
 
@@ -52,7 +52,7 @@ class StudySettings:
 
     @property
     def grace_seconds(self) -> int:
-        return self.grace_period if self.grace_period is not None else 2 * self.heartbeat_interval
+        return grace_seconds(self.heartbeat_interval, self.grace_period)
 
 
 @dataclass(frozen=True)

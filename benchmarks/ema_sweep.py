@@ -1,0 +1,173 @@
+"""Is a swept EMA length worth it? Post-hoc EMA against today's single EMA, on the same trained weights.
+
+Each configuration (the digits quickstart's baseline and draws from its search space, with the
+quickstart's network, budget, sampling sweep and scoring) is trained once on each dataset, tracking
+the two power EMAs (σ_rel 0.05, 0.10) with their snapshots. The same weights are then scored two ways:
+today's sweep (guidance × DDIM steps on the run's own EMA, half-life ``ema_halflife_kimg``) and the
+post-hoc sweep (the same combinations × each EMA length in ``--lengths``, rebuilt from the
+snapshots), both with the spec's screening. Per configuration: both best scores and the paired
+difference; the score noise (each best scored again with an independent sample set, pooled) gives
+the tie margin that says which differences are real. Cost: training with and without the tracked
+profiles (on the first ``--overhead`` configurations), each sweep's seconds, and the study ratio
+(train + score, post-hoc / today); disk: the snapshots per trial.
+
+    .venv/bin/python benchmarks/ema_sweep.py [--configs 8] [--threads 1] [--datasets digits,shapes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+from benchmarks.common import DIGITS, draw_configurations, quiet
+from hpo.scoring.noise import Noise, pair_sd, pooled
+from hpo.scoring.score import make_scorer, score
+from hpo.scoring.sweep import SweepResult, ema_sentence, run_sweep
+from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
+from hpo.spec.sampling import SamplingConfig, build_sweep
+from hpo.training.data import ImageData, load_data
+from hpo.training.model import DiffusionModel
+from hpo.training.posthoc_ema import PosthocEma
+from hpo.training.trainer import TrainingAborted, train
+
+SPEC_TRAIN = {k: (tuple(v) if isinstance(v, list) else v) for k, v in DIGITS["train"].items()}
+SWEEP = build_sweep(DIGITS["sampling"])
+
+
+def best_again(scorer: Any, model: DiffusionModel, sweep: SweepResult, data: ImageData) -> float:
+    """The best combination scored with an independent sample set (seed 1): the score's noise."""
+    best = sweep.best
+    again = score(scorer, model, best.sampling, class_frequencies=data.class_frequencies(), seed=1).fid
+    return pair_sd(again, best.fid)
+
+
+def sweep(scorer: Any, base: DiffusionModel, combos: list[SamplingConfig], data: ImageData, ema: Any) -> SweepResult:
+    return run_sweep(
+        scorer, base, combos, screen_samples=SWEEP.screen_samples, rescore_top=SWEEP.rescore_top,
+        class_frequencies=data.class_frequencies(), ema=ema,
+    )  # fmt: skip
+
+
+def run_config(
+    params: dict[str, Any], data: ImageData, scorer: Any, lengths: list[float], folder: Path, measure_overhead: bool
+) -> dict[str, Any] | None:
+    cfg = TrainConfig(**{**SPEC_TRAIN, **params, "device": "cpu", "ema_profiles": POSTHOC_PROFILES})
+    shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    try:
+        result = train(cfg, data, snapshot_dir=folder)
+    except TrainingAborted:
+        return None
+    train_with = time.perf_counter() - started
+    train_without = None
+    if measure_overhead:
+        started = time.perf_counter()
+        train(cfg.replace(ema_profiles=()), data)
+        train_without = time.perf_counter() - started
+    today_combos = SWEEP.combinations()
+    posthoc_combos = [
+        SamplingConfig(c.guidance_scale, c.ddim_steps, c.eta, sigma) for c in today_combos for sigma in lengths
+    ]
+    ema = PosthocEma(result.model, folder)
+    started = time.perf_counter()
+    today = sweep(scorer, result.model, today_combos, data, None)
+    today_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    posthoc = sweep(scorer, result.model, posthoc_combos, data, ema)
+    posthoc_seconds = time.perf_counter() - started
+    noise = [
+        best_again(scorer, result.model, today, data),
+        best_again(scorer, ema.model(posthoc.best.sampling.ema_sigma_rel), posthoc, data),
+    ]
+    return {
+        "today": today.best, "posthoc": posthoc.best, "noise": noise, "train_with": train_with,
+        "train_without": train_without, "today_seconds": today_seconds, "posthoc_seconds": posthoc_seconds,
+        "disk_mb": ema.disk_bytes / 2**20, "snapshots": len(ema.snapshots), "sentence": ema_sentence(posthoc.scores),
+        "residual": max(ema.fit(s).residual for s in lengths),
+    }  # fmt: skip
+
+
+def run_dataset(name: str, configs: list[dict[str, Any]], lengths: list[float], args: argparse.Namespace) -> None:
+    data = load_data(DataConfig(source=name, image_size=16, val_fraction=0.15, cache_dir=str(args.cache)))
+    scorer = make_scorer(
+        ScoreConfig(**DIGITS["score"]), data, device=torch.device("cpu"), cache_dir=args.cache / "scoring"
+    )
+    print(f"\n## {name}: {len(configs)} configurations, {SPEC_TRAIN['kimg']} kimg each, EMA lengths {lengths}")
+    print(f"{'config':>6} {'today':>8} {'post-hoc':>8} {'Δ':>7}  post-hoc best (today's best)  [train s, sweep s]")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, params in enumerate(configs):
+            row = run_config(params, data, scorer, lengths, Path(tmp) / "ema", i < args.overhead)
+            if row is None:
+                print(f"{i:>6} diverged", flush=True)
+                continue
+            rows.append(row)
+            t, p = row["today"], row["posthoc"]
+            print(
+                f"{i:>6} {t.fid:8.3g} {p.fid:8.3g} {p.fid - t.fid:+7.3g}  {p.sampling.label} ({t.sampling.label})  "
+                f"[{row['train_with']:.0f}, {row['today_seconds']:.0f}/{row['posthoc_seconds']:.0f}]  "
+                f"{row['sentence']}",
+                flush=True,
+            )
+    if not rows:
+        return
+    noise: Noise = pooled([v for r in rows for v in r["noise"]])
+    deltas = [r["posthoc"].fid - r["today"].fid for r in rows]
+    margin = noise.tie_margin if noise.sd is not None else math.nan
+    better = sum(d < -margin for d in deltas)
+    worse = sum(d > margin for d in deltas)
+    sd = statistics.stdev(deltas) if len(deltas) > 1 else math.nan
+    print(
+        f"post-hoc − today: mean {statistics.fmean(deltas):+.3g} (sd {sd:.3g} over {len(deltas)} configurations); "
+        f"score noise sd {noise.sd:.3g} ({noise.pairs} pairs), tie margin {margin:.3g}: post-hoc better in {better}, "
+        f"worse in {worse}, tied in {len(deltas) - better - worse}"
+    )
+    measured = [r for r in rows if r["train_without"] is not None]
+    overhead = sum(r["train_with"] for r in measured) / sum(r["train_without"] for r in measured)
+    train_with = sum(r["train_with"] for r in rows)
+    study_today = train_with / overhead + sum(r["today_seconds"] for r in rows)
+    study_posthoc = train_with + sum(r["posthoc_seconds"] for r in rows)
+    print(
+        f"cost: training with the two tracked profiles {overhead:.3f}× without ({len(measured)} runs); sweeps "
+        f"{sum(r['today_seconds'] for r in rows):.0f} s today, {sum(r['posthoc_seconds'] for r in rows):.0f} s "
+        f"post-hoc; the whole study (train + score) {study_posthoc / study_today:.2f}× today's "
+        f"({study_today:.0f} s → {study_posthoc:.0f} s)"
+    )
+    print(
+        f"disk: {rows[0]['snapshots']} snapshots, {statistics.fmean(r['disk_mb'] for r in rows):.2f} MB per trial "
+        f"(fp16); worst profile residual over the lengths {max(r['residual'] for r in rows):.3f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--datasets", default="digits,shapes")
+    parser.add_argument("--lengths", default="0.05,0.1,0.2", help="EMA σ_rel values of the post-hoc sweep")
+    parser.add_argument("--overhead", type=int, default=2, help="configurations also trained without profiles")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    quiet()
+    configs = [dict(DIGITS["baselines"][0]), *draw_configurations(args.configs - 1, seed=11, lr_exponents=(-4, -2.5))]
+    lengths = [float(v) for v in args.lengths.split(",")]
+    started = time.perf_counter()
+    for name in args.datasets.split(","):
+        run_dataset(name, configs, lengths, args)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""What went wrong with the database, read from an exception and the chain of its causes: an
+unreachable server (retry it) or anything else (raise it), in one line for a person."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import optuna
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+
+T = TypeVar("T")
+
+
+def causes(err: BaseException | None, limit: int = 10) -> Iterator[BaseException]:
+    """``err`` and what it was raised from or while handling, nearest first (at most ``limit``)."""
+    while err is not None and limit > 0:
+        yield err
+        err, limit = err.__cause__ or err.__context__, limit - 1
+
+
+def is_connection_error(err: BaseException | None) -> bool:
+    """The database could not be reached (restart, network), as opposed to a bad request."""
+    return any(
+        isinstance(e, OperationalError) or (isinstance(e, DBAPIError) and e.connection_invalidated) for e in causes(err)
+    )
+
+
+def is_storage_error(err: BaseException | None) -> bool:
+    """True when the database failed, also when Optuna's bookkeeping tripped over it (its
+    ``_run_trial`` then raises UnboundLocalError from the failed tell)."""
+    return any(isinstance(e, (SQLAlchemyError, optuna.exceptions.StorageInternalError)) for e in causes(err))
+
+
+def describe_error(err: BaseException) -> str:
+    """One line that says what the database said (not Optuna's wrapper, not a traceback)."""
+    while isinstance(err, optuna.exceptions.StorageInternalError) and err.__cause__ is not None:
+        err = err.__cause__  # Optuna's wrapper guesses "invalid data"; the cause says what happened
+    message = str(getattr(err, "orig", None) or err).strip()
+    if message in ("", "()"):  # the pool's pre-ping failure carries no message
+        return "the server closed it"
+    return message.splitlines()[0][:200] if message else type(err).__name__
+
+
+def with_backoff(
+    call: Callable[[], T],
+    *,
+    seconds: float,
+    retry_on: Callable[[Exception], bool] = lambda err: True,
+    on_retry: Callable[[Exception], None] = lambda err: None,
+) -> T:
+    """``call()``, retried after 0.5, 1, 2, 4, 5, 5 … s while ``retry_on`` accepts the error and
+    ``seconds`` have not passed; the last error is raised."""
+    delay, deadline = 0.5, time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except Exception as err:
+            if not retry_on(err) or time.monotonic() + delay > deadline:
+                raise
+            on_retry(err)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -1,0 +1,28 @@
+"""Every private Optuna name hpo relies on, in one place, with why it is needed. Checked against
+the Optuna version below; ``tests/test_optuna_internals.py`` fails loudly when an upgrade removes or
+reshapes one, instead of a worker failing mid-study."""
+
+from __future__ import annotations
+
+import optuna
+from optuna.storages import RDBStorage
+
+CHECKED_AGAINST = "5.0.0"
+
+# RDBStorage methods that ResilientStorage overrides or wraps:
+# - _get_stale_trial_ids: which trials' heartbeats lapsed; overridden so that heartbeats lost to a
+#   database outage are not held against their trials.
+# - _get_trials, _get_best_trial_id: how Optuna's _CachedStorage (around every Study's storage)
+#   reads trials; retried through an outage, or a pruning check during a restart fails its trial.
+PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", "_get_trials", "_get_best_trial_id")
+
+
+def trial_id(trial: optuna.Trial) -> int:
+    """The storage's id of a running trial (``Trial._trial_id``): heartbeats, the stale check and
+    the checkpoint's owner are keyed by it, and the public API offers it only on FrozenTrial."""
+    return int(trial._trial_id)
+
+
+def check() -> list[str]:
+    """The private names above that this Optuna lacks (empty when all are there)."""
+    return [f"RDBStorage.{name}" for name in PRIVATE_STORAGE_METHODS if not callable(getattr(RDBStorage, name, None))]

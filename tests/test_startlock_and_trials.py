@@ -1,0 +1,117 @@
+"""The start lock (one "room for another trial? then ask for it" at a time, across processes and
+hosts) and the trial bookkeeping every view shares (why a trial ended, its retries)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
+from sqlalchemy import text
+
+from hpo.service.startlock import StartLock
+from hpo.service.storage import open_storage
+from hpo.service.trials import (
+    ENDING_ATTRS,
+    RetryStaleTrial,
+    fail_reason,
+    mark_ended,
+    retried_numbers,
+    root_number,
+)
+from hpo.service.urls import resolve_url
+
+
+def held_by_other(url: str, name: str, holder: StartLock, *, wait: float = 0.6) -> bool:
+    """Whether a second lock on ``name`` (its own storage, as another worker) waits while ``holder``
+    holds its lock, and gets it once ``holder`` releases."""
+    other = StartLock(url, open_storage(url), name)
+    got = threading.Event()
+
+    def take() -> None:
+        with other:
+            got.set()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    blocked = not got.wait(wait)
+    holder.release()
+    assert got.wait(10), "the second lock never got the lock after the first released it"
+    thread.join(10)
+    return blocked
+
+
+def test_the_sqlite_start_lock_lets_one_worker_count_at_a_time(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    lock = StartLock(url, open_storage(url), "s")
+    lock.acquire()
+    assert held_by_other(url, "s", lock)
+    lock.release()  # a second release (the objective released it first thing) is harmless
+
+
+@pytest.mark.parametrize("same_study", [True, False])
+def test_the_postgres_start_lock_is_per_study(pg_url: str, same_study: bool) -> None:
+    pg_url = resolve_url(pg_url)
+    storage = open_storage(pg_url)
+    lock = StartLock(pg_url, storage, "a")
+    lock.acquire()
+    assert held_by_other(pg_url, "a" if same_study else "b", lock) is same_study
+
+
+def test_a_dead_workers_postgres_start_lock_is_released_by_the_server(pg_url: str) -> None:
+    pg_url = resolve_url(pg_url)
+    lock = StartLock(pg_url, open_storage(pg_url), "a")
+    lock.acquire()
+    pid = lock._conn.execute(text("SELECT pg_backend_pid()")).scalar()
+    with open_storage(pg_url).engine.connect() as admin:  # the worker's connection dies with it
+        admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    started = time.monotonic()
+    with StartLock(pg_url, open_storage(pg_url), "a"):
+        assert time.monotonic() - started < 5
+    lock.release()  # releasing a lock whose connection died says nothing and raises nothing
+
+
+def frozen(state: TrialState, **attrs: object) -> optuna.trial.FrozenTrial:
+    return optuna.trial.create_trial(
+        state=state,
+        params={"lr": 1e-3},
+        distributions={"lr": FloatDistribution(1e-4, 1e-2, log=True)},
+        value=1.0 if state == TrialState.COMPLETE else None,
+        user_attrs=dict(attrs),
+    )
+
+
+def test_every_finished_trial_that_did_not_complete_says_why() -> None:
+    assert fail_reason(frozen(TrialState.COMPLETE, fail_reason="oom")) is None
+    assert fail_reason(frozen(TrialState.FAIL)) == "worker_lost"  # nobody could write why: its worker died
+    assert fail_reason(frozen(TrialState.PRUNED)) == "pruned_by_median"
+    assert fail_reason(frozen(TrialState.PRUNED, fail_reason="nan_loss")) == "nan_loss"
+
+
+def test_how_a_trial_ended_is_written_by_one_helper_that_knows_every_reason(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}")
+    trial = study.ask()
+    mark_ended(trial, "diverged", detail="x" * 900, stopped_at_kimg=1.5)
+    attrs = study.trials[0].user_attrs
+    assert attrs == {"fail_reason": "diverged", "error": "x" * 500, "stopped_at_kimg": 1.5}
+    with pytest.raises(ValueError, match="unknown fail reason 'diverge'"):
+        mark_ended(trial, "diverge")
+
+
+def test_a_retry_keeps_its_predecessors_work_but_not_how_it_ended(tmp_path: Path) -> None:
+    storage = open_storage(f"sqlite:///{tmp_path / 'x.db'}")
+    study = optuna.create_study(storage=storage, study_name="r")
+    trial = study.ask({"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    trial.set_user_attr("curve", {"1": {"kimg": 0.5, "val_rel": 0.9}})
+    mark_ended(trial, "worker_stopped", stopped_at_kimg=0.5)
+    study.tell(trial, state=TrialState.FAIL)
+    RetryStaleTrial(max_retry=2)(study, study.trials[0])
+    first, retry = study.get_trials()
+    assert retry.state == TrialState.WAITING and retry.params == first.params
+    assert "curve" in retry.user_attrs and not set(ENDING_ATTRS) & set(retry.user_attrs)
+    assert root_number(retry) == root_number(first) == first.number
+    assert retried_numbers(study.get_trials()) == {first.number: retry.number}
