@@ -15,7 +15,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY hpo/__init__.py hpo/__init__.py
 # hadolint ignore=DL3013
-RUN pip install ".[tensorboard]" && pip uninstall -y hpo
+RUN pip install ".[tensorboard,gpu]" && pip uninstall -y hpo
 
 # Then the source.
 COPY hpo/ hpo/

@@ -3,7 +3,9 @@
 #   1. trainer throughput, achieved TFLOP/s and MFU (bikes network, 64 px, batch 128), torch.compile off and on;
 #   2. the full doctor on a bikes-like spec, including its bf16 mixed-precision check; 2b. the shipped bikes
 #      spec's preflight (`hpo doctor --fast`) on generated photos, timed (its overfit line names the lr that passed);
-#   3. a real CUDA out-of-memory in a worker: the trial is recorded as `oom` and the worker carries on;
+#   2c. hpo train with the EMA length swept (post-hoc EMA): its hardware line (CUDA memory, NVML, data wait);
+#   3. a real CUDA out-of-memory in a worker: the trial is recorded as `oom` and the worker carries on (status
+#      shows each trial's hardware column);
 #   4. a 4-trial study with Inception FID when the weights are present ($HPO_FID_WEIGHTS or ~/.cache/hpo).
 # Usage: bash benchmarks/gpu_check.sh   (from the repository root, in the project's environment)
 set -euo pipefail
@@ -43,6 +45,13 @@ for i, (image, label) in enumerate(zip(images, labels)):
 PY
 REPO=$(pwd)
 (cd "$WORK/bikes" && time timeout 240 "$PY" -m hpo doctor "$REPO/search_spaces/bikes.yaml" --fast -o "$WORK/doctor-bikes") || true
+
+echo "== 2c. hpo train with the EMA length swept: hardware telemetry (CUDA memory, NVML, data wait) and the EMA column =="
+sed -e 's/name: gpu-doctor/name: gpu-train/' \
+    -e 's/sampling: {guidance_scale: \[1.0, 2.0\], ddim_steps: \[25, 50\]}/sampling: {guidance_scale: [1.0, 2.0], ddim_steps: 25, ema_sigma_rel: [0.05, 0.1, 0.2], screen_samples: 250, rescore_top: 1}/' \
+    "$WORK/bikes-shapes.yaml" > "$WORK/train-ema.yaml"
+timeout 150 "$PY" -m hpo train "$WORK/train-ema.yaml" --set kimg=6 --set score.num_samples=500 -o "$WORK/train-ema" \
+  | grep -E "EMA|hardware|<- best|stop verdict" || true
 
 echo "== 3. a real CUDA out-of-memory, recorded as oom; the worker carries on =="
 cat > "$WORK/oom.yaml" <<YAML

@@ -43,6 +43,9 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     for name in ("score", "copy_pixels", "copy_features", "gap"):  # TensorBoard plots each point's numbers too
         logged = sorted(scalar(v) for tag, _, v in recs if tag == f"val/{name}")
         assert logged == pytest.approx(sorted(p[name] for p in curve.values()), rel=1e-5), name
+    hardware = {tag for tag, _, _ in recs if tag.startswith("hw/")}
+    assert {"hw/rss_mb", "hw/cpu_percent", "hw/data_wait"} <= hardware  # the CPU's readings at every sync
+    assert summary["hardware"]["rss_peak_mb"] > 0 and "hardware: " in stdout and "waiting for data" in stdout
     assert (out / "checkpoint.pt").exists() and list((out / "tensorboard").glob("events.out.tfevents.*"))
 
 

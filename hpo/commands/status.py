@@ -12,9 +12,10 @@ from hpo.scoring.progress import copy_floor_of, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
-from hpo.service.trials import current_attrs, fail_reason, noise_of, retried_numbers
+from hpo.service.trials import current_attrs, fail_reason, leak_text, noise_of, retried_numbers
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
+from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
 
 
@@ -108,11 +109,15 @@ def trials_table(study: optuna.Study, metric: str) -> str:
             *(t.params.get(n) for n in names),
             _sampling(t),
             _stop(t, noise, copy_floor),
+            hardware.cell() if (hardware := hardware_of(current_attrs(t))) is not None else None,
             fail_reason(t),
         ]
         for t in trials
     ]
-    header = ["#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "stop", "reason"]
+    header = [
+        "#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "stop", "hardware",
+        "reason",
+    ]  # fmt: skip
     return table(rows, header)
 
 
@@ -131,5 +136,6 @@ def status_text(url: str, study_name: str | None) -> str:
     study = load(storage, study_name, redact(url))
     p, metric = progress(study, n_trials_of(study)), metric_of(study)
     floor = floor_reading(p.best, noise_of(study.get_trials(deepcopy=False)), study.user_attrs.get(FLOOR_ATTR))
-    head = progress_line(p, metric, best_text(study, p)) + (f"\n{floor}" if floor else "")
+    leak = leak_text(study.get_trials(deepcopy=False))
+    head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in (floor, leak) if line)
     return head + "\n\n" + trials_table(study, metric)

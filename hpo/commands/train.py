@@ -155,6 +155,8 @@ def _train_and_score(
     noise = pair_sd(again, curve[str(cfg.num_evals)]["score"])
     verdict = stop_verdict(points_from_curve(curve), noise=noise, copy_floor=copy_floor_of(floor))
     print(f"stop verdict: {verdict.text}")
+    if result.hardware is not None:
+        print(f"hardware: {result.hardware.line()}")
     images = int(data.train_images.shape[0])
     print(
         f"the doctor's rule of thumb expects copying after about {supported_kimg(images):g} kimg "
@@ -179,6 +181,7 @@ def _train_and_score(
         "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
         "seconds": round(result.seconds, 1),
         "score_seconds": round(scored.score_seconds, 1),
+        "hardware": result.hardware.as_dict() if result.hardware is not None else None,
         "ema_snapshots": scored.ema_summary(combos),
         "images_per_second": round(result.images_per_second, 1),
         "parameters": result.num_parameters,

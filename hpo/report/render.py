@@ -38,8 +38,9 @@ from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.study import FLOOR_ATTR
-from hpo.service.trials import current_attrs, explain
+from hpo.service.trials import current_attrs, explain, leak_text
 from hpo.spec.sampling import SamplingConfig
+from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
@@ -190,6 +191,18 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
     return out
 
 
+def hardware_html(trials: Sequence[FrozenTrial], most: int = 40) -> str:
+    """One line per trial that trained (memory, data wait, GPU use), and a leak when one shows."""
+    rows = [(t, h) for t in trials if (h := hardware_of(current_attrs(t))) is not None]
+    if not rows:
+        return "<p>No hardware readings yet (trials record them as they train).</p>"
+    leak = leak_text(trials)
+    lines = "".join(f"<li>#{t.number}: {escape(h.line())}</li>" for t, h in rows[-most:])
+    more = f"<p class='note'>the last {most} of {len(rows)} trials</p>" if len(rows) > most else ""
+    warn = f"<p><b>{escape(leak)}</b></p>" if leak else ""
+    return f"{warn}<ul>{lines}</ul>{more}"
+
+
 def confirm_html(study: optuna.Study, storage: optuna.storages.BaseStorage) -> str:
     name = study.user_attrs.get(CONFIRMED_BY)
     if not name:
@@ -288,6 +301,8 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
         ladder_html(study, storage, s.metric_name),
         "<h2>Failures and pruned trials</h2>",
         failures_html(failure_groups(trials)),
+        "<h2>Hardware</h2>",
+        hardware_html(trials),
     ]
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpo report: {escape(s.study_name)}</title>"

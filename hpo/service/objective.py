@@ -276,6 +276,8 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
         "peak_memory_mb": round(result.peak_memory_bytes / 2**20, 1),
         "num_parameters": result.num_parameters,
     }
+    if result.hardware is not None:
+        attrs["hardware"] = result.hardware.as_dict()
     if scored.ema is not None:
         attrs["ema_snapshots"] = scored.ema_summary(combos)
     for key, value in attrs.items():

@@ -13,6 +13,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scoring.noise import Noise, pooled
+from hpo.training.telemetry import hardware_of, rss_leak
 
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
@@ -96,6 +97,12 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             super().__call__(study, clean)
+
+
+def leak_text(trials: Sequence[FrozenTrial]) -> str | None:
+    """A worker process whose memory grew at every trial it started (see ``rss_leak``)."""
+    readings = [h for t in sorted(trials, key=lambda t: t.number) if (h := hardware_of(t.user_attrs)) is not None]
+    return rss_leak([(h.pid, h.rss_start_mb) for h in readings])
 
 
 def noise_estimates(trials: Sequence[FrozenTrial]) -> list[float]:

@@ -76,6 +76,12 @@ def telemetry_name(name: str) -> str:
     return re.sub(r"[^\w\-./]", "_", name.replace("@", "_at_").replace("+", "p"))
 
 
+def sync_scalars(point: SyncPoint) -> dict[str, float]:
+    """The numbers a sync point has once (at its last step): throughput and the hardware readings."""
+    hardware = point.hardware.scalars() if point.hardware is not None else {}
+    return {"train/images_per_second": point.images_per_second, **{f"hw/{k}": v for k, v in hardware.items()}}
+
+
 def scalars_of(point: EvalPoint) -> dict[str, float]:
     """An evaluation point's numbers under their telemetry names."""
     return {f"val/{telemetry_name(k)}": float(v) for k, v in point.metrics.items()}

@@ -16,7 +16,7 @@ import numpy as np
 
 from hpo.errors import HpoError
 from hpo.spec.spec import MlflowSettings, TrackingSettings, WandbSettings
-from hpo.tracking.base import RunInfo, plain_params, scalars_of
+from hpo.tracking.base import RunInfo, plain_params, scalars_of, sync_scalars
 from hpo.training.trainer import EvalPoint, SyncPoint
 
 
@@ -66,7 +66,7 @@ class WandbRun:
     def on_sync(self, point: SyncPoint) -> None:
         for step, loss, norm, lr in zip(point.steps, point.losses, point.grad_norms, point.lrs, strict=True):
             self.run.log({"train/loss": loss, "train/grad_norm": norm, "train/lr": lr}, step=step)
-        self.run.log({"train/images_per_second": point.images_per_second}, step=point.steps[-1])
+        self.run.log(sync_scalars(point), step=point.steps[-1])
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None:
         values: dict[str, Any] = dict(scalars_of(point))
@@ -105,7 +105,7 @@ class MlflowRun:
     def on_sync(self, point: SyncPoint) -> None:
         for step, loss, norm, lr in zip(point.steps, point.losses, point.grad_norms, point.lrs, strict=True):
             self.mlflow.log_metrics({"train/loss": loss, "train/grad_norm": norm, "train/lr": lr}, step=step)
-        self.mlflow.log_metric("train/images_per_second", point.images_per_second, step=point.steps[-1])
+        self.mlflow.log_metrics(sync_scalars(point), step=point.steps[-1])
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None:
         self.mlflow.log_metrics(scalars_of(point), step=point.step)

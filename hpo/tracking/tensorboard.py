@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpo.tracking.base import RunInfo, plain_params, scalars_of
+from hpo.tracking.base import RunInfo, plain_params, scalars_of, sync_scalars
 from hpo.training.trainer import EvalPoint, SyncPoint
 
 
@@ -30,7 +30,7 @@ class TensorBoardRun:
     def on_sync(self, point: SyncPoint) -> None:
         for step, loss, norm, lr in zip(point.steps, point.losses, point.grad_norms, point.lrs, strict=True):
             self.pending += [("train/loss", loss, step), ("train/grad_norm", norm, step), ("train/lr", lr, step)]
-        self.pending.append(("train/images_per_second", point.images_per_second, point.steps[-1]))
+        self.pending += [(tag, value, point.steps[-1]) for tag, value in sync_scalars(point).items()]
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None:
         for tag, value, step in self.pending:

@@ -27,6 +27,7 @@ from hpo.training.data import ImageData, to_model_range
 from hpo.training.model import DiffusionModel, build_network, count_parameters
 from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
+from hpo.training.telemetry import Hardware, HardwareSummary, Nvml, Telemetry, rss_mb, summarise
 from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
 
 log = logging.getLogger("hpo.train")
@@ -69,6 +70,7 @@ class SyncPoint:
     grad_norms: list[float]  # before clipping
     lrs: list[float]
     images_per_second: float
+    hardware: Hardware | None = None  # memory, CPU / GPU use and data wait since the last sync
 
 
 @dataclass
@@ -83,6 +85,7 @@ class TrainResult:
     device: str
     num_parameters: int
     snapshot_dir: Path | None = None  # the post-hoc EMA snapshots (with train.ema_profiles)
+    hardware: HardwareSummary | None = None  # the run's hardware readings in a few numbers
 
 
 OnEval = Callable[[EvalPoint, DiffusionModel], None]  # (the point, the EMA network in eval mode)
@@ -159,8 +162,11 @@ def check_losses(losses: list[float], factor: float, step: int) -> None:
 class Trainer:
     """State of one run; :func:`train` is the entry point."""
 
-    def __init__(self, cfg: TrainConfig, data: ImageData, device: torch.device) -> None:
+    def __init__(self, cfg: TrainConfig, data: ImageData, device: torch.device, nvml: Nvml | None = None) -> None:
         self.cfg, self.device = cfg, device
+        self.rss_start_mb = rss_mb()
+        self.telemetry = Telemetry(device, nvml)
+        self.readings: list[Hardware] = []
         torch.manual_seed(cfg.seed)
         net, self.info = build_network(cfg, data)
         self.data = data.to(device)
@@ -213,7 +219,9 @@ class Trainer:
         cfg = self.cfg
         for group in self.opt.param_groups:
             group["lr"] = lr_at(cfg, self.step)
+        started = time.perf_counter()
         x, labels = self.batch()
+        self.telemetry.add_wait(time.perf_counter() - started)
         if self.device.type == "cuda":
             x = x.contiguous(memory_format=torch.channels_last)
         with autocast(self.device):
@@ -254,7 +262,9 @@ class Trainer:
             grad_norms=[v[1] for v in values],
             lrs=[lr_at(self.cfg, s - 1) for s in steps],
             images_per_second=len(values) * self.cfg.batch_size / max(now - self.synced_at, 1e-9),
+            hardware=self.telemetry.read(),
         )
+        self.readings.append(point.hardware)  # type: ignore[arg-type]
         self.synced_at = now
         self.losses = (self.losses + point.losses)[-400:]
         check_losses(self.losses, self.cfg.diverge_factor, self.step)
@@ -400,6 +410,7 @@ def _run(
         device=str(trainer.device),
         num_parameters=count_parameters(trainer.model),
         snapshot_dir=snapshot_dir if cfg.ema_profiles else None,
+        hardware=summarise(trainer.readings, rss_start_mb=trainer.rss_start_mb),
     )
 
 
