@@ -35,6 +35,10 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     assert curve and all({"score", "copy_pixels", "copy_features", "gap", "kimg"} <= set(p) for p in curve.values())
     assert all(0.0 <= p["copy_pixels_low"] <= p["copy_pixels"] <= p["copy_pixels_high"] <= 1.0 for p in curve.values())
     assert summary["floor"]["score"] > 0 and 0.0 <= summary["floor"]["copy_pixels"] <= 1.0
+    floor = summary["floor"]  # real held-out images: the ceiling of precision, recall and class accuracy
+    assert 0.5 < floor["precision"] <= 1 and 0.5 < floor["recall"] <= 1 and 0.5 < floor["class_accuracy"] <= 1
+    assert all(0 <= s["precision"] <= 1 and 0 <= s["recall"] <= 1 for s in summary["sweep"])
+    assert "prec" in stdout and "recall" in stdout
     assert summary["stop"]["kind"] in ("too_early", "improving", "plateau", "copying")
     assert f"stop verdict: {summary['stop']['text']}" in stdout
     from tests.tensorboard_records import records, scalar

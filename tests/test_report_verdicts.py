@@ -39,7 +39,10 @@ def test_the_parameter_that_drives_the_score_is_named_and_the_ranking_is_stable(
     assert score.ranked[0] == "lr" and score.n_trials == 30 and score.top_share > 0.9
     assert "lr matters most" in score.reading() and "The ranking is stable." in score.reading()
     lo, hi = score.intervals["lr"]
-    assert lo <= score.fanova["lr"] <= hi and lo > 0.5
+    assert lo <= score.medians["lr"] <= hi and lo > 0.5
+    assert f"fANOVA importance {score.medians['lr']:.2f} (bootstrap median, 80% interval {lo:.2f}–{hi:.2f}" in (
+        score.reading()
+    )  # the number shown is the one its interval qualifies
     assert val.ranked[0] == "lr" and "evaluation point 4" in val.target
     assert "guidance_scale" not in val.fanova  # it only affects sampling: never ranked for a training metric
     assert "guidance_scale" in score.fanova
@@ -66,6 +69,7 @@ def test_evaluators_that_disagree_on_the_top_parameter_are_reported_as_such() ->
         {"lr": 0.2, "schedule": 0.8},
         {"lr": 0.7, "schedule": 0.3},
         {"lr": (0.6, 0.8), "schedule": (0.2, 0.4)},
+        {"lr": 0.7, "schedule": 0.3},
         0.9,
     )
     assert "PED-ANOVA ranks schedule first instead: the evaluators disagree" in imp.reading()
@@ -167,4 +171,4 @@ def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floo
     assert f"real held-out images score {floor:g} (256 images): {expected}" in text
     page = study_report(study, tmp_path / "s.html", artifact_dir=None).read_text()
     assert "<b>Scale</b>: Real held-out images score" in page and expected in page
-    assert "seeds vary more: `hpo confirm`" in page
+    assert "± is the noise of re-sampling one trained model; another training seed moves a score more" in page

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.scoring.progress import copy_floor_of, floor_reading
+from hpo.scoring.progress import copy_floor_of, fidelity_text, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
@@ -90,6 +90,14 @@ def _stop(t: FrozenTrial, noise: float | None, copy_floor: float | None) -> str 
     return f"{v.kind} since {v.since_kimg:.3g} kimg" if v.since_kimg is not None else v.kind
 
 
+def _fidelity(t: optuna.trial.FrozenTrial) -> str | None:
+    attrs = current_attrs(t)
+    precision, recall = attrs.get("precision"), attrs.get("recall")
+    if not isinstance(precision, (int, float)) or not isinstance(recall, (int, float)):
+        return None
+    return f"{precision:.2f}/{recall:.2f}"
+
+
 def trials_table(study: optuna.Study, metric: str) -> str:
     """One row per attempt: the score only for complete trials, the validation metric and the
     generalisation gap at the last evaluation point for every trial that reached one (pruned trials
@@ -108,6 +116,7 @@ def trials_table(study: optuna.Study, metric: str) -> str:
             _last_gap(t),
             *(t.params.get(n) for n in names),
             _sampling(t),
+            _fidelity(t),
             _stop(t, noise, copy_floor),
             hardware.cell() if (hardware := hardware_of(current_attrs(t))) is not None else None,
             fail_reason(t),
@@ -115,8 +124,8 @@ def trials_table(study: optuna.Study, metric: str) -> str:
         for t in trials
     ]
     header = [
-        "#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "stop", "hardware",
-        "reason",
+        "#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "prec/recall", "stop",
+        "hardware", "reason",
     ]  # fmt: skip
     return table(rows, header)
 
@@ -137,5 +146,9 @@ def status_text(url: str, study_name: str | None) -> str:
     p, metric = progress(study, n_trials_of(study)), metric_of(study)
     floor = floor_reading(p.best, noise_of(study.get_trials(deepcopy=False)), study.user_attrs.get(FLOOR_ATTR))
     leak = leak_text(study.get_trials(deepcopy=False))
-    head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in (floor, leak) if line)
+    best = study.best_trial if p.best is not None else None
+    second = fidelity_text(best.user_attrs, study.user_attrs.get(FLOOR_ATTR)) if best is not None else None
+    second = f"best trial: {second}" if second else None
+    lines = (floor, second, leak)
+    head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in lines if line)
     return head + "\n\n" + trials_table(study, metric)

@@ -15,7 +15,7 @@ from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
 from hpo.scoring.pipeline import train_and_score, weights_at
-from hpo.scoring.progress import ProgressProbe, copy_floor_of, progress_line
+from hpo.scoring.progress import ProgressProbe, copy_floor_of, fidelity_text, progress_line
 from hpo.scoring.score import make_scorer, preflight
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import ema_sentence, sweep_table
@@ -148,6 +148,8 @@ def _train_and_score(
         raise HpoError(f"training stopped: {err}; try a lower lr or stronger grad_clip") from None
     result, sweep = scored.result, scored.sweep
     print(sweep_table(sweep, metric))
+    if (second := fidelity_text(sweep.best.to_dict(), floor.as_dict())) is not None:
+        print(f"best combination: {second}")
     if (line := ema_sentence(sweep.scores)) is not None:
         print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")
     last = weights_at(result.model, snapshots, watch)

@@ -33,7 +33,7 @@ from hpo.report.data import (
 )
 from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
-from hpo.scoring.progress import floor_reading
+from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
@@ -83,9 +83,17 @@ def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
         kid = s.best.user_attrs.get("kid")
         kid_text = f", KID {kid:.4g}" if isinstance(kid, (int, float)) else ""
         noise = f" {s.noise.text()}" if s.noise.sd is not None else ""
+        seeds = (
+            " (± is the noise of re-sampling one trained model; another training seed moves a score more: "
+            "`hpo confirm` measures that spread)"
+            if noise
+            else ""
+        )
+        second = fidelity_text(s.best.user_attrs, floor)
         best = (
             f"trial #{s.best.number}: {escape(s.metric_name)} {s.best.value:.4g}{escape(noise)}{kid_text} with "
-            f"{params_text(s.best)}; {escape(sampling_text(s.best))}"
+            f"{params_text(s.best)}; {escape(sampling_text(s.best))}{escape(seeds)}"
+            + (f"<br>{escape(second[0].upper() + second[1:])}" if second else "")
         )
     note = (
         "classifier-FID: FID on features of a CNN trained on this dataset — not comparable with Inception FID."
@@ -106,8 +114,7 @@ def scale_html(s: Summary, floor: dict[str, float] | None) -> str:
     text = floor_reading(s.best.value if s.best is not None else None, s.noise, floor)
     if not text:
         return ""
-    note = " (± beside a score is the noise of re-sampling one model; seeds vary more: `hpo confirm`)"
-    return f"<li><b>Scale</b>: {escape(text[0].upper() + text[1:])}{escape(note)}</li>"
+    return f"<li><b>Scale</b>: {escape(text[0].upper() + text[1:])}</li>"
 
 
 def importance_html(imp: Importances) -> str:

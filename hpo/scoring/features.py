@@ -92,6 +92,19 @@ def resize_batch(extractor: FeatureExtractor, images: torch.Tensor) -> torch.Ten
     return torch.from_numpy(np.stack(resized).transpose(0, 3, 1, 2).copy())
 
 
+def classified_share(
+    extractor: FeatureExtractor, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int = 250
+) -> float | None:
+    """The share of ``images`` the classifier assigns to their label (None without a classifier)."""
+    if extractor.classify is None:
+        return None
+    hits = 0
+    for i in range(0, images.shape[0], batch_size):
+        predicted = extractor.classify(resize_batch(extractor, images[i : i + batch_size])).argmax(1).cpu()
+        hits += int((predicted == labels[i : i + batch_size].cpu()).sum())
+    return hits / max(images.shape[0], 1)
+
+
 def extract(extractor: FeatureExtractor, images: torch.Tensor, *, batch_size: int = 250) -> np.ndarray:
     """Features (N, D) as float64 of uint8 images (N, C, H, W)."""
     feats = [

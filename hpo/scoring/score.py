@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +11,7 @@ import torch
 from cleanfid.fid import frechet_distance, kernel_distance
 
 from hpo.scoring.features import FeatureExtractor, classifier_extractor, inception_extractor, resize_batch
+from hpo.scoring.fidelity import K, PrecisionRecall, RealManifold, matched_reference
 from hpo.scoring.reference import ReferenceStats, Split, reference_stats
 from hpo.scoring.weights import verify_weights, weights_path
 from hpo.spec.config import ScoreConfig
@@ -30,6 +31,8 @@ class Scores:
     class_accuracy: float | None  # share of samples for class c that the classifier assigns to c
     sampling_seconds: float
     feature_seconds: float
+    precision: float | None = None  # share of samples inside the real images' feature manifold (fidelity)
+    recall: float | None = None  # share of real images inside the samples' manifold (diversity)
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +42,14 @@ class Scorer:
     extractor: FeatureExtractor
     reference: ReferenceStats
     config: ScoreConfig
+    manifolds: dict[int, RealManifold] = field(default_factory=dict)  # sample count → matched reference
+
+    def precision_recall(self, feats: np.ndarray) -> PrecisionRecall:
+        """Against as many reference images as there are samples (drawn and measured once per count)."""
+        n = feats.shape[0]
+        if n not in self.manifolds:
+            self.manifolds[n] = RealManifold(matched_reference(self.reference.features, n))
+        return self.manifolds[n].precision_recall(feats)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,9 +154,11 @@ def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool, seed
     n = sample.feats.shape[0]
     accuracy = sample.hits / n if scorer.extractor.classify is not None and conditional else None
     extractor = scorer.extractor
+    pr = scorer.precision_recall(sample.feats) if n > K else None
     return Scores(
-        fid, kid, extractor.metric_name, extractor.name, n, accuracy, sample.sampling_seconds, sample.feature_seconds
-    )
+        fid, kid, extractor.metric_name, extractor.name, n, accuracy, sample.sampling_seconds, sample.feature_seconds,
+        pr.precision if pr else None, pr.recall if pr else None,
+    )  # fmt: skip
 
 
 def score(

@@ -37,6 +37,8 @@ class ComboScore:
     kid: float
     class_accuracy: float | None
     seconds: float
+    precision: float | None = None  # fidelity: share of samples inside the real images' manifold
+    recall: float | None = None  # diversity: share of real images inside the samples' manifold
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,11 +49,14 @@ class ComboScore:
             "kid": self.kid,
             "class_accuracy": self.class_accuracy,
             "seconds": round(self.seconds, 3),
+            "precision": self.precision,
+            "recall": self.recall,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ComboScore:
         accuracy = d.get("class_accuracy")
+        precision, recall = d.get("precision"), d.get("recall")
         return cls(
             SamplingConfig.from_dict(d),
             d["stage"],
@@ -60,6 +65,8 @@ class ComboScore:
             float(d["kid"]),
             None if accuracy is None else float(accuracy),
             float(d.get("seconds", 0.0)),
+            None if precision is None else float(precision),
+            None if recall is None else float(recall),
         )
 
 
@@ -112,8 +119,9 @@ def run_sweep(
     def record(combo: SamplingConfig, stage: Stage, sample: SampleFeatures) -> None:
         s = scores_of(scorer, sample, conditional=labels is not None, seed=seed)
         entry = ComboScore(
-            combo, stage, s.num_samples, s.fid, s.kid, s.class_accuracy, s.sampling_seconds + s.feature_seconds
-        )
+            combo, stage, s.num_samples, s.fid, s.kid, s.class_accuracy, s.sampling_seconds + s.feature_seconds,
+            s.precision, s.recall,
+        )  # fmt: skip
         result.scores.append(entry)
         log.info("%s %s: %s %.4g (%d samples)", stage, combo.label, s.metric_name, s.fid, s.num_samples)
         if on_score is not None:
@@ -171,16 +179,23 @@ def sweep_table(result: SweepResult, metric: str) -> str:
     best = result.best
     with_ema = any(s.sampling.ema_sigma_rel is not None for s in result.scores)
     ema_head = f" {'EMA':>5}" if with_ema else ""
-    lines = [f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9}"]
+    lines = [
+        f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9} "
+        f"{'prec':>5} {'recall':>6}"
+    ]
     for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.fid)):
         mark = "  <- best" if s is best else ""
         sigma = s.sampling.ema_sigma_rel
         ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
         lines.append(
             f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema} {s.stage:>6} "
-            f"{s.num_samples:7d} {s.fid:15.4g} {s.kid:9.4g}{mark}"
+            f"{s.num_samples:7d} {s.fid:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} {fraction(s.recall):>6}{mark}"
         )
     return "\n".join(lines)
+
+
+def fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def best_ema_by_guidance(scores: Sequence[ComboScore]) -> dict[float, float]:

@@ -1,5 +1,5 @@
-"""The service: studies (create/load, sampler, pruner), storage (URL, engine, resilient heartbeats),
-the start lock, the worker loop, the objective (the only code that touches a trial), companion
+"""The service: studies (create/load, sampler, pruner), storage (URLs, error reading, resilient
+heartbeats), the start lock, the worker loop, the objective (Optuna's side of a trial), companion
 confirmation studies, and the safe names that become paths.
 
 May import: ``hpo.spec``, ``hpo.diffusion``, ``hpo.training``, ``hpo.scoring``, ``hpo.tracking``,

@@ -268,6 +268,8 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
         "kid": best.kid,
         "metric_name": ctx.spec.score.metric_name,
         "class_accuracy": best.class_accuracy,
+        "precision": best.precision,
+        "recall": best.recall,
         "num_samples": best.num_samples,
         "combinations": len(combos),
         "train_seconds": round(result.seconds, 2),
