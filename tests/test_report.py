@@ -59,6 +59,16 @@ def test_report_renders_in_chromium_without_javascript_errors(
     dom, log = browse(path.as_uri(), tmp_path)
     assert "Uncaught" not in log and "SyntaxError" not in log, log[-2000:]
     assert dom.count('class="main-svg"') >= 2 * page.count('class="plotly-graph-div"')  # every plot drew its SVG
+    probe = path.with_name("probe.html")  # where the training strip lands once the page has laid out
+    measure = (
+        "<script>window.addEventListener('load',()=>setTimeout(()=>{const t=document.querySelector('table.strips');"
+        "document.body.setAttribute('data-strip',t.getBoundingClientRect().height+'x'+t.rows.length)},500))</script>"
+    )
+    probe.write_text(page.replace("</body>", measure + "</body>"))
+    laid_out, _ = browse(probe.as_uri(), tmp_path)
+    height, rows = re.search(r'data-strip="([\d.]+)x(\d+)"', laid_out).groups()  # type: ignore[union-attr]
+    assert int(rows) == 1 + 3 and float(height) < 300  # a row per evaluation point, not a tall grid each
+    assert "(bootstrap median, 80% interval" in dom  # the importance shown is the one its interval qualifies
     shot = tmp_path / "report.png"
     browse(path.as_uri(), tmp_path, screenshot=shot)
     image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")

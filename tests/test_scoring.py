@@ -53,6 +53,37 @@ def test_fid_grows_monotonically_with_added_noise(
     assert kids == sorted(kids), kids
 
 
+def test_defects_a_person_sees_in_a_grid_move_the_classifier_score(
+    digits16: ImageData, extractor: FeatureExtractor, tmp_path: Path
+) -> None:
+    """Grain (σ = 6 % of the range), a lifted background (+16 grey levels) and blur: each moves
+    classifier-FID by several times the spread of real image sets (benchmarks/metric_sensitivity.py
+    measures the full table); a classifier alone learns to ignore all three."""
+    ref = reference_stats(digits16, extractor, split="train", cache_dir=tmp_path)
+    images = digits16.val_images
+
+    def fid(x: torch.Tensor) -> float:
+        return fid_kid(extract(extractor, x), ref)[0]
+
+    floor = fid(images)
+    lifted = (images.float() + 16).clamp(0, 255).to(torch.uint8)
+    blurred = torch.nn.functional.avg_pool2d(images.float(), 3, 1, 1, count_include_pad=False).round().to(torch.uint8)
+    for name, degraded in (("grain", noisy(images, 0.12)), ("background", lifted), ("blur", blurred)):
+        assert fid(degraded) > floor + 3.0, name
+
+
+def test_image_statistics_follow_brightness_contrast_and_grain() -> None:
+    from hpo.scoring.classifier import image_statistics
+
+    x = torch.rand(4, 3, 16, 16) * 0.5 - 0.25
+    base = image_statistics(x)
+    assert base.shape == (4, 15)
+    shifted = image_statistics(x + 0.2)
+    assert torch.allclose(shifted[:, :3], base[:, :3] + 0.2, atol=1e-5)  # mean follows a shift
+    assert torch.allclose(shifted[:, 3:9], base[:, 3:9], atol=1e-5)  # spread and grain do not
+    assert (image_statistics(x + 0.3 * torch.randn_like(x))[:, 6:9] > base[:, 6:9]).all()  # grain
+
+
 def save_folder(images: torch.Tensor, folder: Path) -> None:
     folder.mkdir()
     for i, im in enumerate(images):

@@ -163,12 +163,16 @@ def samples_html(
         best = done[0]
         grids = current_attrs(best).get("grids") or {}
         curve = current_attrs(best).get("curve") or {}
-        steps = "".join(
-            f"<div class='cell'>{image_tag(store, grids[k], f'evaluation {k}')}<p>evaluation {escape(k)}"
-            f" at {curve.get(k, {}).get('kimg', 0):.3g} kimg</p></div>"
+        rows = "".join(
+            f"<tr><td>{escape(k)}</td><td>{curve.get(k, {}).get('kimg', 0):.3g} kimg</td>"
+            f"<td class='strip'>{image_tag(store, grids[k], f'evaluation {k}')}</td></tr>"
             for k in sorted(grids, key=int)
         )
-        out += f"<h3>Trial #{best.number} while it trained</h3><div class='grid'>{steps}</div>"
+        out += (
+            f"<h3>Trial #{best.number} while it trained</h3><p class='note'>one row per evaluation point: the same "
+            "noise and labels (one sample per class) each time</p>"
+            f"<table class='strips'><tr><th>point</th><th>seen</th><th>samples</th></tr>{rows}</table>"
+        )
     return out
 
 
@@ -241,7 +245,7 @@ table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;paddin
 vertical-align:top}.grid{display:flex;flex-wrap:wrap;gap:1em}.cell{width:340px;max-width:100%}
 .cell img{width:100%;image-rendering:pixelated}.note{color:#666;font-size:.9em}.next{color:#225}
 figure.plot{margin:1em 0;max-width:100%;overflow-x:auto}figcaption{font-weight:600}
-.plotly-graph-div{max-width:100%}"""
+.plotly-graph-div{max-width:100%}.strip img{height:40px;image-rendering:pixelated}"""
 
 
 def search_html(study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Importances, metric: str) -> str:

@@ -2,6 +2,12 @@
 
 This is how FID is usually measured on MNIST-like data (LeNet features): it works offline and makes
 tests and the CPU quickstart meaningful. Reports call the metric classifier-FID, never FID.
+
+A classifier learns to ignore what does not change the class — pixel noise, speckle, brightness,
+colour — which a person sees at once in a sample grid (benchmarks/metric_sensitivity.py measured
+it: noise that doubles a grid's graininess moved the score by less than its noise). So the features
+also carry a few image statistics per channel (mean, spread, high-frequency energy), each scaled to
+unit spread on the training images like the penultimate features.
 """
 
 from __future__ import annotations
@@ -20,8 +26,24 @@ from hpo.training.data import ImageData, to_model_range
 
 log = logging.getLogger("hpo.scoring")
 
-CLASSIFIER_VERSION = 2
+CLASSIFIER_VERSION = 5  # 5: five image statistics per channel beside the penultimate features
 FEATURE_DIM = 128
+STATISTICS = 5  # per channel: mean, standard deviation, mean |Laplacian|, 10th and 90th percentile
+STATISTIC_FLOOR = 0.05  # in [-1, 1] units (≈ 6 grey levels): the least spread a statistic is scaled by
+
+
+def image_statistics(x: torch.Tensor) -> torch.Tensor:
+    """(B, C·5) statistics of images in [-1, 1] that a classifier learns to ignore but a person sees:
+    brightness / colour (mean; the 10th and 90th percentile, which follow a background's level even
+    when each image has its own colours), contrast (std), graininess, speckle or blur (high-frequency
+    energy). All continuous in the pixel values: a threshold (a share of pure-black pixels) flipped
+    the score on a background one grey level off."""
+    c = x.shape[1]
+    kernel = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], device=x.device)
+    laplacian = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), kernel.expand(c, 1, 3, 3), groups=c)
+    flat, lap = x.flatten(2), laplacian.flatten(2)
+    levels = torch.quantile(flat, torch.tensor([0.1, 0.9], device=x.device), dim=2)  # (2, B, C)
+    return torch.cat([flat.mean(2), flat.std(2), lap.abs().mean(2), levels[0], levels[1]], dim=1)
 
 
 class ClassifierNet(nn.Module):
@@ -39,11 +61,15 @@ class ClassifierNet(nn.Module):
         self.head = nn.Linear(FEATURE_DIM, num_classes)
         self.feature_scale: torch.Tensor
         self.register_buffer("feature_scale", torch.ones(()))  # 1 / feature std on the training images
+        self.statistics_scale: torch.Tensor
+        self.register_buffer("statistics_scale", torch.ones(STATISTICS * in_channels))  # 1 / std, per statistic
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Pre-activation penultimate features of images in [-1, 1], scaled to unit std on the
-        training images so FID and KID (cubic kernel) see Inception-like magnitudes."""
-        return self.body(x[:, : self.in_channels]) * self.feature_scale
+        """Pre-activation penultimate features of images in [-1, 1] and their image statistics, each
+        scaled to unit std on the training images so FID and KID (cubic kernel) see Inception-like
+        magnitudes."""
+        x = x[:, : self.in_channels]
+        return torch.cat([self.body(x) * self.feature_scale, image_statistics(x) * self.statistics_scale], dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(F.relu(self.body(x[:, : self.in_channels])))
@@ -72,6 +98,7 @@ def train_classifier(
     net.eval()
     with torch.no_grad():
         net.feature_scale.fill_(1.0 / float(net.body(x_all).std()))
+        net.statistics_scale.copy_(1.0 / image_statistics(x_all).std(0).clamp_min(STATISTIC_FLOOR))
         pred = net(to_model_range(data.val_images.cpu())).argmax(1)
     return net, float((pred == data.val_labels.cpu()).float().mean())
 

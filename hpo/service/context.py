@@ -108,6 +108,15 @@ def sample_grid(
     return np.asarray(Image.open(path).convert("RGB"))
 
 
+def sample_strip(model: DiffusionModel, sampling: SamplingConfig, n: int, path: Path) -> np.ndarray:
+    """One row of ``n`` samples from fixed noise (one per class, in class order, for conditional
+    models): the same row at every evaluation point, so the rows stacked show the run learning."""
+    labels = torch.arange(min(model.info.num_classes, n)) if model.info.conditional else None
+    count = labels.shape[0] if labels is not None else n
+    save_grid(sample_images(model, sampling, n=count, seed=0, labels=labels), path, nrow=count)
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
 def upload_real_grid(ctx: StudyContext, study: optuna.Study, n: int) -> None:
     """Once per study: a grid of real validation images, to set beside the samples in the report."""
     if study.user_attrs.get("real_grid"):

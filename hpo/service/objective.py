@@ -29,7 +29,7 @@ from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore
 from hpo.service.confirm import LADDER
-from hpo.service.context import StudyContext, sample_grid, upload, upload_real_grid
+from hpo.service.context import StudyContext, sample_grid, sample_strip, upload, upload_real_grid
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
 from hpo.service.study import FLOOR_ATTR, pruned_reason
@@ -46,7 +46,7 @@ from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.objective")
 
-GRID_PER_EVAL = 16  # images in the grid saved at each evaluation point
+STRIP = 10  # samples in the row saved at each evaluation point (one per class, fixed noise)
 REPEAT_SEED = 1  # the second, independent sample set that measures a score's noise
 
 
@@ -246,7 +246,7 @@ def _reporter(
         if not point.replayed:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / f"eval{point.index}.png"
-                grid = sample_grid(ctx, ema, preview, GRID_PER_EVAL, path, seed=0)
+                grid = sample_strip(ema, preview, STRIP, path)
                 grids[str(point.index)] = upload(ctx, trial, path)
             trial.set_user_attr("grids", grids)
         runs.on_eval(point, grid)
