@@ -12,11 +12,13 @@ from hpo.report.render import report_path, write_report
 from hpo.service.confirm import Verdict, create_companion, verdict
 from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
 from hpo.service.storage import open_storage
-from hpo.service.study import load, require_spec
+from hpo.service.study import FLOOR_ATTR, load, require_spec
 from hpo.service.urls import is_sqlite, redact, resolve_url
 
 
-def verdict_text(v: Verdict, metric: str) -> str:
+def verdict_text(v: Verdict, metric: str, floor: dict[str, float] | None = None) -> str:
+    """The configurations' study and confirmed scores, the rank correlation, the verdict, and where
+    real held-out images land on the same score (the floor)."""
     rows = [
         [
             f"#{c.trial}" + (" (baseline)" if c.baseline else ""),
@@ -33,7 +35,8 @@ def verdict_text(v: Verdict, metric: str) -> str:
         if v.rank_correlation is not None
         else "n/a (fewer than 3 configurations scored)"
     )
-    return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}"
+    scale = f"\nreal held-out images: {metric} {floor['score']:.4g} (the floor)" if floor else ""
+    return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}{scale}"
 
 
 def ladder_text(ladder: Ladder, metric: str) -> str:
@@ -92,5 +95,6 @@ def run_confirm(
     if budgets is not None:
         print(ladder_text(ladder_verdict(source, companion), spec.score.metric_name))
     else:
-        print(verdict_text(verdict(source, companion), spec.score.metric_name))
+        floor = companion.user_attrs.get(FLOOR_ATTR) or source.user_attrs.get(FLOOR_ATTR)
+        print(verdict_text(verdict(source, companion), spec.score.metric_name, floor))
     print(f"report: {write_report(source, store, report_path(source.study_name), artifact_dir=artifacts)}")

@@ -168,7 +168,10 @@ def _train_and_score(
     grid = save_grid(
         sample_images(scored.model(best.sampling), best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8
     )
-    runs.on_result({"fid": best.fid, "kid": best.kid}, {}, result.steps)
+    extras = {"precision": best.precision, "recall": best.recall, "floor": floor.score}
+    runs.on_result(
+        {"fid": best.fid, "kid": best.kid, **{k: v for k, v in extras.items() if v is not None}}, {}, result.steps
+    )
     runs.close()
     return {
         "val_loss": result.history[-1].metrics["val_loss"],

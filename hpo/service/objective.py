@@ -291,8 +291,10 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
         _repeat(trial, ctx, model, best)
     images = _artifacts(trial, ctx, model, best.sampling)
     metrics = {"fid": best.fid, "kid": best.kid, PRUNING_METRIC: attrs[PRUNING_METRIC]}
-    if best.class_accuracy is not None:
-        metrics["class_accuracy"] = best.class_accuracy
+    floor = trial.study.user_attrs.get(FLOOR_ATTR) or {}
+    extras = {"class_accuracy": best.class_accuracy, "precision": best.precision, "recall": best.recall,
+              "floor": floor.get("score")}  # fmt: skip
+    metrics.update({k: float(v) for k, v in extras.items() if v is not None})
     runs.on_result(metrics, images, result.steps)
     return best.fid
 
