@@ -56,3 +56,28 @@ def test_the_second_signal_is_read_beside_real_images() -> None:
     )
     assert fidelity_text({"class_accuracy": None}, None) is None
     assert fidelity_text({"precision": 0.5, "recall": 0.4}, None) == "precision 0.50, recall 0.40"
+
+
+def test_the_floor_is_measured_once_per_study_and_stored_on_it() -> None:
+    """The first trial that needs the floor measures it (the probe caches it per worker too); every
+    later trial, on any worker, reads it from the study."""
+    from types import SimpleNamespace
+
+    import optuna
+
+    from hpo.service.objective import _ensure_floor
+    from hpo.service.study import FLOOR_ATTR
+
+    measured: list[int] = []
+
+    class Probe:
+        @property
+        def floor(self) -> SimpleNamespace:
+            measured.append(1)
+            return SimpleNamespace(as_dict=lambda: {"score": 0.7, "precision": 0.9})
+
+    study = optuna.create_study()
+    ctx = SimpleNamespace(get_progress=Probe)
+    for _ in range(3):
+        _ensure_floor(study.ask(), ctx)  # type: ignore[arg-type]
+    assert measured == [1] and study.user_attrs[FLOOR_ATTR] == {"score": 0.7, "precision": 0.9}

@@ -301,7 +301,7 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
         next_step(
             "a curve that stays flat near 1 did not learn: check `hpo doctor`; a level stuck near 1 is where to look."
         ),
-        "<h2>Sampling: guidance and DDIM steps</h2>",
+        "<h2>Sampling: guidance, DDIM steps, EMA length</h2>",
         sweep_html(done, s),
         search_html(study, trials, fid_imp, s.metric_name),
         "<h2>Samples</h2>",
