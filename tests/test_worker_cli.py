@@ -39,3 +39,31 @@ def test_local_workers_run_on_the_cpu_when_there_is_no_gpu() -> None:
     else:
         assert local_gpus(2) == ["cpu", "cpu"]
     assert parse_gpus("cpu") == []
+
+
+def test_the_gaussian_process_sampler_runs_a_study_through_a_worker_process(tmp_path: Path) -> None:
+    """sampler: gp (Optuna's GPSampler) proposes every trial after its start-up draws, in a real
+    worker process; no pruning, so each trial it proposes is scored."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from hpo.service.storage import open_storage
+    from tests.service_helpers import hpo, start_worker, write_spec
+
+    spec = write_spec(
+        tmp_path,
+        study={"name": "gp", "n_trials": 4},
+        sampler={"name": "gp", "seed": 0, "n_startup_trials": 2},
+        pruner={"name": "none"},
+        search={"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+                "batch_size": {"type": "categorical", "choices": [16, 32]}},
+    )  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    done = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    worker = start_worker(url, tmp_path)
+    _, err = worker.communicate(timeout=400)
+    assert worker.returncode == 0, err[-3000:]
+    trials = optuna.load_study(study_name="gp", storage=open_storage(url)).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    assert len({t.params["lr"] for t in trials}) == 4 and "Traceback" not in err

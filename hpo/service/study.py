@@ -32,11 +32,13 @@ def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampl
         return optuna.samplers.TPESampler(
             seed=seed, n_startup_trials=s.n_startup_trials, multivariate=True, constant_liar=True
         )
+    if s.name == "gp":  # a Gaussian process, built for small budgets; parallel workers may propose alike
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=s.n_startup_trials)
     if s.name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if s.name == "grid":
         return optuna.samplers.GridSampler(grid(spec.search), seed=seed)
-    raise ValueError(f"unknown sampler {s.name!r}; expected one of tpe, random, grid")
+    raise ValueError(f"unknown sampler {s.name!r}; expected one of tpe, gp, random, grid")
 
 
 def make_pruner(spec: Spec) -> optuna.pruners.BasePruner:

@@ -57,7 +57,7 @@ class StudySettings:
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    name: Literal["tpe", "random", "grid"] = "tpe"
+    name: Literal["tpe", "gp", "random", "grid"] = "tpe"  # gp: Optuna's GPSampler (no constant liar)
     seed: int | None = None  # each worker adds its own offset; None = fresh randomness
     n_startup_trials: int = 5  # TPE: random trials before modelling
 
