@@ -75,12 +75,12 @@ def test_a_dead_workers_postgres_start_lock_is_released_by_the_server(pg_url: st
     lock.release()  # releasing a lock whose connection died says nothing and raises nothing
 
 
-def frozen(state: TrialState, **attrs: object) -> optuna.trial.FrozenTrial:
+def frozen(state: TrialState, value: float = 1.0, **attrs: object) -> optuna.trial.FrozenTrial:
     return optuna.trial.create_trial(
         state=state,
         params={"lr": 1e-3},
         distributions={"lr": FloatDistribution(1e-4, 1e-2, log=True)},
-        value=1.0 if state == TrialState.COMPLETE else None,
+        value=value if state == TrialState.COMPLETE else None,
         user_attrs=dict(attrs),
     )
 
@@ -115,3 +115,19 @@ def test_a_retry_keeps_its_predecessors_work_but_not_how_it_ended(tmp_path: Path
     assert "curve" in retry.user_attrs and not set(ENDING_ATTRS) & set(retry.user_attrs)
     assert root_number(retry) == root_number(first) == first.number
     assert retried_numbers(study.get_trials()) == {first.number: retry.number}
+
+
+def test_the_noise_near_the_best_ignores_a_baseline_far_above_it() -> None:
+    """As on the quickstart: the baseline at 133 re-scored with sd 2.6, the best two (3.6 and 5.2)
+    with sd 0.4: ties among the best are judged with 0.4, not with a pool that the baseline widens."""
+    from hpo.service.trials import noise_of
+
+    trials = [
+        frozen(TrialState.COMPLETE, 132.7, fid_noise=2.56, baseline=True),
+        frozen(TrialState.COMPLETE, 5.16, fid_noise=0.38),
+        frozen(TrialState.COMPLETE, 3.56, fid_noise=0.40),
+    ]
+    noise = noise_of(trials)
+    assert noise.pairs == 2 and noise.sd == pytest.approx(((0.38**2 + 0.40**2) / 2) ** 0.5)
+    assert noise_of(trials[:1]).sd == pytest.approx(2.56)  # nothing near the best but itself
+
