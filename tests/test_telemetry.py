@@ -60,7 +60,7 @@ def test_a_reading_has_memory_cpu_use_and_the_gpu_through_nvml() -> None:
         pass
     reading = telemetry.read()
     assert 10 < reading.rss_mb < 64_000 and reading.cpu_percent > 30
-    assert 0 < reading.data_wait < 0.5  # 0.05 s of a ≥ 0.1 s interval
+    assert 0 < reading.data_wait <= 0.5  # 0.05 s of a ≥ 0.1 s interval
     assert reading.gpu_util_percent == 87 and reading.gpu_power_w == 312
     assert reading.cuda_allocated_mb is None  # the CPU has no CUDA allocator
     assert set(reading.scalars()) == {"rss_mb", "cpu_percent", "data_wait", "gpu_util_percent", "gpu_power_w"}
@@ -108,10 +108,15 @@ def test_memory_that_grows_at_every_trial_start_is_flagged_as_a_leak() -> None:
 
 
 def test_rss_is_the_memory_the_process_holds_now() -> None:
-    before = rss_mb()
-    block = torch.ones(64 * 2**20 // 4)  # 64 MB, touched
-    assert rss_mb() - before > 48
-    del block
+    """What the kernel reports as resident now (VmRSS), not the peak: a leak shows as growth of this.
+    (Allocating a block and watching RSS grow is not a test: the allocator may reuse freed memory.)"""
+    import re
+    import resource
+
+    status = Path("/proc/self/status").read_text()
+    resident = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+    assert rss_mb() == pytest.approx(resident, rel=0.05, abs=8)
+    assert rss_mb() <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + 8
 
 
 @pytest.mark.parametrize("with_hardware", [True, False])
