@@ -215,6 +215,24 @@ def report_cmd(
     typer.echo(f"report: {run_report(resolve_url(storage), study, out=out, artifacts=artifacts)}")
 
 
+@command("narrow")
+def narrow_cmd(
+    study: Annotated[str, typer.Argument(help="study name")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="the spec to write (YAML)")],
+    name: Annotated[str | None, typer.Option(help="the new study's name (default STUDY-next)")] = None,
+    storage: StorageOpt = None,
+) -> None:
+    """Write the next study's spec: ranges narrowed around the best trials for the parameters that
+    mattered, the others fixed at the best value, each change with its evidence as a comment."""
+    from hpo.commands.narrow import run_narrow
+    from hpo.service.urls import resolve_url
+
+    logs()
+    for line in run_narrow(resolve_url(storage), study, out, name):
+        typer.echo(line)
+    typer.echo(f"spec: {out} (launch it with `hpo launch {out}`)")
+
+
 @command("confirm")
 def confirm_cmd(
     study: Annotated[str, typer.Argument(help="the study whose winners to confirm")],

@@ -286,7 +286,10 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
         "<h2>Which hyperparameters mattered</h2>",
         importance_html(fid_imp),
         importance_html(val_imp),
-        next_step("narrow the ranges of the parameters that matter, fix the others, and run more trials where unsure."),
+        next_step(
+            f"`hpo narrow {s.study_name} -o next.yaml` writes the next spec: the parameters that mattered narrowed "
+            "around the best trials, the others fixed at the best value, each change with its evidence."
+        ),
         "<h2>Is it learning?</h2>",
         figures.figure_html(
             figures.curve_figure(learning),

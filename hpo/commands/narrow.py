@@ -1,0 +1,28 @@
+"""``hpo narrow STUDY -o next.yaml``: the next study's spec from this one's evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpo.errors import HpoError
+from hpo.report.narrow import narrow, next_spec_yaml
+from hpo.service.storage import open_storage
+from hpo.service.study import load, metric_of, require_spec
+from hpo.service.urls import redact
+from hpo.spec.loading import load_spec
+
+
+def run_narrow(url: str, study_name: str, out: Path, name: str | None = None) -> list[str]:
+    """Write the narrowed spec to ``out`` (checked by loading it back); one line per change."""
+    storage = open_storage(url, must_exist=True)
+    study = load(storage, study_name, redact(url))
+    spec = require_spec(study)
+    trials = study.get_trials(deepcopy=False)
+    if not any(t.value is not None for t in trials):
+        raise HpoError(f"study {study_name!r} has no complete trial yet: nothing to narrow around")
+    changes = narrow(spec, trials, metric_of(study))
+    text = next_spec_yaml(spec, changes, study.best_trial, name=name or f"{study_name}-next", source=study_name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    load_spec(out)  # what was written launches
+    return [f"{c.name}: {c.action} — {c.evidence}" for c in changes]
