@@ -72,14 +72,15 @@ def _importance_text(imp: Importances, name: str) -> str:
     return f"fANOVA {imp.medians.get(name, imp.fanova[name]):.2f} (80% {lo:.2f}–{hi:.2f}, {imp.n_trials} trials)"
 
 
-def _narrowed(name: str, body: Mapping[str, Any], values: list[Any], evidence: str, best: Any, k: int) -> Change:
-    body = {k2: v for k2, v in body.items() if v is not None}
+def _narrowed(name: str, body: Mapping[str, Any], values: list[Any], evidence: str, best: Any, count: int) -> Change:
+    """``values``: the parameter in the best ``count`` trials."""
+    body = {key: v for key, v in body.items() if v is not None}
     if body["type"] == "categorical":
         used = [c for c in body["choices"] if c in values]
         if len(used) < 2:
-            return Change(name, "fixed", f"{evidence}: mattered, and the best {k} trials all chose {best!r}",
+            return Change(name, "fixed", f"{evidence}: mattered, and the best {count} trials all chose {best!r}",
                           value=best)  # fmt: skip
-        return Change(name, "narrowed", f"{evidence}: mattered; the best {k} trials chose {used} of "
+        return Change(name, "narrowed", f"{evidence}: mattered; the best {count} trials chose {used} of "
                       f"{body['choices']}", search={**body, "choices": used})  # fmt: skip
     low, high = float(min(values)), float(max(values))
     old_low, old_high = float(body["low"]), float(body["high"])
@@ -96,11 +97,11 @@ def _narrowed(name: str, body: Mapping[str, Any], values: list[Any], evidence: s
     else:
         low, high = float(f"{low:.3g}"), float(f"{high:.3g}")
     if low >= high:
-        return Change(name, "fixed", f"{evidence}: mattered, and the best {k} trials agree on {best!r}", value=best)
+        return Change(name, "fixed", f"{evidence}: mattered, and the best {count} trials agree on {best!r}", value=best)
     return Change(
         name,
         "narrowed",
-        f"{evidence}: mattered; the best {k} trials span {min(values):.3g}–{max(values):.3g} (was "
+        f"{evidence}: mattered; the best {count} trials span {min(values):.3g}–{max(values):.3g} (was "
         f"{old_low:g}–{old_high:g})",
         search={**body, "low": low, "high": high},
     )
