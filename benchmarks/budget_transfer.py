@@ -147,9 +147,7 @@ def main() -> None:
     started = time.perf_counter()
     for name in args.datasets.split(","):
         data = load_data(DataConfig(source=name, image_size=8, cache_dir=str(args.cache)))
-        run_dataset(
-            name, data, configs, base_kimg=args.base_kimg, variants=args.variants.split(","), cache=args.cache
-        )
+        run_dataset(name, data, configs, base_kimg=args.base_kimg, variants=args.variants.split(","), cache=args.cache)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

@@ -112,6 +112,10 @@ def launch_cmd(
     new_name: Annotated[str | None, typer.Option(help="create the study under this name instead")] = None,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
     skip_doctor: Annotated[bool, typer.Option(help="start without the `hpo doctor --fast` checks")] = False,
+    warm_start: Annotated[
+        str | None,
+        typer.Option(help="a study in the same storage: its trials inform the sampler, its best run first"),
+    ] = None,
 ) -> None:
     """Create (or resume) the study for SPEC, run local workers, follow progress, then report."""
     from hpo.commands.launch import run_launch
@@ -119,7 +123,7 @@ def launch_cmd(
     logs()
     run_launch(
         spec, storage=storage, workers=workers, detach=detach, new_name=new_name, artifacts=artifacts,
-        doctor=not skip_doctor,
+        doctor=not skip_doctor, warm_from=warm_start,
     )  # fmt: skip
 
 

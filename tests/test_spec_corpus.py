@@ -52,7 +52,7 @@ NUMERIC = {
     ],
     "score": ["num_samples", "batch_size", "grid_size"],
     "sampler": ["n_startup_trials"],
-    "pruner": ["startup_trials", "warmup_evals", "min_resource", "reduction_factor"],
+    "pruner": ["startup_trials", "warmup_evals", "min_resource", "reduction_factor", "percentile"],
 }  # fmt: skip
 NEGATIVE_REFUSED = {  # a negative value is invalid for these
     "study": ["n_trials", "max_retries", "heartbeat_interval", "grace_period", "target_kimg"],
@@ -63,7 +63,8 @@ NEGATIVE_REFUSED = {  # a negative value is invalid for these
         "dropout", "p_uncond", "val_images", "val_noise_levels", "lr_floor",
     ],
     "score": ["num_samples", "batch_size", "grid_size"],
-    "pruner": ["startup_trials", "warmup_evals", "min_resource", "reduction_factor"],
+    "sampler": ["n_startup_trials"],
+    "pruner": ["startup_trials", "warmup_evals", "min_resource", "reduction_factor", "percentile"],
 }  # fmt: skip
 FLOATS = ["kimg", "lr", "beta_start", "warmup_kimg", "grad_clip", "dropout", "p_uncond", "ema_halflife_kimg"]
 
@@ -97,6 +98,7 @@ CASES.update(
         "unknown features": (setting("score", "features", "clip"), "score.features"),
         "unknown sampler": (setting("sampler", "name", "cmaes"), "sampler.name"),
         "unknown pruner": (setting("pruner", "name", "patient"), "pruner.name"),
+        "pruner percentile 100": (setting("pruner", "percentile", 100), "pruner.percentile"),
         "unknown data source": (setting("data", "source", "bikes"), "data.source"),
         "torchvision NOPE": (setting("data", "source", "torchvision:NOPE"), "data.source"),
         "missing data folder": (lambda s: s.update(data={"source": "folder", "path": "no/such/dir"}), "data.path"),

@@ -130,4 +130,3 @@ def test_the_noise_near_the_best_ignores_a_baseline_far_above_it() -> None:
     noise = noise_of(trials)
     assert noise.pairs == 2 and noise.sd == pytest.approx(((0.38**2 + 0.40**2) / 2) ** 0.5)
     assert noise_of(trials[:1]).sd == pytest.approx(2.56)  # nothing near the best but itself
-

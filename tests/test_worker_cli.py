@@ -41,29 +41,53 @@ def test_local_workers_run_on_the_cpu_when_there_is_no_gpu() -> None:
     assert parse_gpus("cpu") == []
 
 
-def test_the_gaussian_process_sampler_runs_a_study_through_a_worker_process(tmp_path: Path) -> None:
+def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_processes(tmp_path: Path) -> None:
     """sampler: gp (Optuna's GPSampler) proposes every trial after its start-up draws, in a real
-    worker process; no pruning, so each trial it proposes is scored."""
+    worker process; then a study with sampler: auto and a narrowed lr range is launched with
+    --warm-start from it: the gp trials inside the new range are carried, the one outside is named,
+    the best carried configuration runs first, and the new study ends at its own n_trials."""
     import optuna
     from optuna.trial import TrialState
 
     from hpo.service.storage import open_storage
+    from hpo.service.trials import CARRIED_ATTR
     from tests.service_helpers import hpo, start_worker, write_spec
 
+    search = {"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+              "batch_size": {"type": "categorical", "choices": [16, 32]}}  # fmt: skip
     spec = write_spec(
-        tmp_path,
-        study={"name": "gp", "n_trials": 4},
-        sampler={"name": "gp", "seed": 0, "n_startup_trials": 2},
-        pruner={"name": "none"},
-        search={"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
-                "batch_size": {"type": "categorical", "choices": [16, 32]}},
+        tmp_path, study={"name": "gp", "n_trials": 4}, sampler={"name": "gp", "seed": 0, "n_startup_trials": 2},
+        pruner={"name": "none"}, search=search,
     )  # fmt: skip
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
+
+    def serve() -> None:
+        worker = start_worker(url, tmp_path)
+        _, err = worker.communicate(timeout=400)
+        assert worker.returncode == 0 and "Traceback" not in err, err[-3000:]
+
     done = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    worker = start_worker(url, tmp_path)
-    _, err = worker.communicate(timeout=400)
-    assert worker.returncode == 0, err[-3000:]
+    serve()
     trials = optuna.load_study(study_name="gp", storage=open_storage(url)).get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
-    assert len({t.params["lr"] for t in trials}) == 4 and "Traceback" not in err
+    assert len({t.params["lr"] for t in trials}) == 4
+    # the next study's lr range holds the 3 lowest gp draws, not the highest
+    lrs = sorted(t.params["lr"] for t in trials)
+    narrowed = {**search, "lr": {"type": "float", "low": lrs[0], "high": (lrs[2] + lrs[3]) / 2, "log": True}}
+    spec = write_spec(
+        tmp_path, "auto.yaml", study={"name": "auto", "n_trials": 3}, sampler={"name": "auto", "seed": 0},
+        pruner={"name": "none"}, search=narrowed,
+    )  # fmt: skip
+    done = hpo("launch", str(spec), "--warm-start", "gp", "--workers", "0", "--detach", "--skip-doctor",
+               url=url, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "3 finished trial(s) carried" in done.stdout and "1 had lr outside the new range" in done.stdout
+    serve()
+    study = optuna.load_study(study_name="auto", storage=open_storage(url))
+    own = [t for t in study.get_trials() if CARRIED_ATTR not in t.user_attrs]
+    assert [t.state for t in own] == [TrialState.COMPLETE] * 3  # n_trials of its own; the carried 3 do not count
+    best_inside = min((t for t in trials if t.params["lr"] <= lrs[2]), key=lambda t: float(t.value or 0))
+    assert own[0].params == best_inside.params and own[0].user_attrs["warm_start"] == f"gp#{best_inside.number}"
+    status = hpo("status", "auto", url=url, cwd=tmp_path)
+    assert "3/3" in status.stdout, status.stdout

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 import optuna
+from optuna.storages import RDBStorage
 
 from hpo.commands.status import best_text, progress_line, trials_table
 from hpo.commands.worker import local_gpus, worker_argv, worker_env
@@ -18,8 +19,9 @@ from hpo.errors import HpoError
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
 from hpo.service.storage import open_storage
-from hpo.service.study import create_or_resume, existing_study, progress
+from hpo.service.study import create_or_resume, existing_study, load, progress, require_spec
 from hpo.service.urls import is_sqlite, redact, resolve_url, sqlite_path
+from hpo.service.warm_start import check_scored_alike, warm_start
 from hpo.service.worker import WorkerOptions
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name
@@ -148,6 +150,16 @@ def scoring_preflight(spec: Spec, *, local_workers: int) -> None:
         print(f"warning: {err} — no local worker scores here; each worker checks its own copy first", file=sys.stderr)
 
 
+def prior_study(store: RDBStorage | None, url: str, name: str, spec: Spec) -> tuple[optuna.Study, Spec]:
+    """The study to warm-start from, checked before anything is created."""
+    if store is None:
+        raise HpoError(f"--warm-start: no study named {name[:200]!r} in {redact(url)} (no database there yet)")
+    source = load(store, name, redact(url))
+    source_spec = require_spec(source)
+    check_scored_alike(source_spec, spec)
+    return source, source_spec
+
+
 def run_launch(
     spec_path: Path,
     *,
@@ -157,6 +169,7 @@ def run_launch(
     new_name: str | None,
     artifacts: Path,
     doctor: bool = True,
+    warm_from: str | None = None,
 ) -> None:
     spec = load_spec(spec_path)
     if new_name is not None:
@@ -169,12 +182,18 @@ def run_launch(
     fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early
     store = None if fresh else open_storage(url)
     resuming = store is not None and existing_study(spec, store, new_name or spec.study.name) is not None
+    source = prior_study(store, url, warm_from, spec) if warm_from is not None and not resuming else None
+    if warm_from is not None and resuming:
+        print(f"--warm-start ignored: study {new_name or spec.study.name!r} exists and is resumed (trials are "
+              "carried once, when a study is created)", file=sys.stderr)  # fmt: skip
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
     database = store or open_storage(url)
     study, created = create_or_resume(spec, database, name=new_name)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
+    if created and source is not None:
+        print(warm_start(study, spec, *source).line())
     procs = start_workers(url, name, n_workers, artifacts=artifacts, detach=detach)
     if detach:
         print(f"{n_workers} worker(s) started in the background; follow with `hpo status {name}`")

@@ -8,6 +8,7 @@ from hpo.errors import HpoError
 from hpo.report.narrow import narrow, next_spec_yaml
 from hpo.service.storage import open_storage
 from hpo.service.study import load, metric_of, require_spec
+from hpo.service.trials import best_own, own_trials
 from hpo.service.urls import redact
 from hpo.spec.loading import load_spec
 
@@ -17,11 +18,13 @@ def run_narrow(url: str, study_name: str, out: Path, name: str | None = None) ->
     storage = open_storage(url, must_exist=True)
     study = load(storage, study_name, redact(url))
     spec = require_spec(study)
-    trials = study.get_trials(deepcopy=False)
+    trials = own_trials(study)
     if not any(t.value is not None for t in trials):
         raise HpoError(f"study {study_name!r} has no complete trial yet: nothing to narrow around")
     changes = narrow(spec, trials, metric_of(study))
-    text = next_spec_yaml(spec, changes, study.best_trial, name=name or f"{study_name}-next", source=study_name)
+    best = best_own(study)
+    assert best is not None  # a complete trial exists (checked above)
+    text = next_spec_yaml(spec, changes, best, name=name or f"{study_name}-next", source=study_name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     load_spec(out)  # what was written launches

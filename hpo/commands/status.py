@@ -12,7 +12,15 @@ from hpo.scoring.progress import copy_floor_of, fidelity_text, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
-from hpo.service.trials import current_attrs, fail_reason, leak_text, noise_of, retried_numbers
+from hpo.service.trials import (
+    best_own,
+    current_attrs,
+    fail_reason,
+    leak_text,
+    noise_of,
+    own_trials,
+    retried_numbers,
+)
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import hardware_of
@@ -37,7 +45,7 @@ def best_text(study: optuna.Study, p: Progress) -> str:
     """The best score with the study's pooled noise (±, from second independent sample sets) when measured."""
     if p.best is None:
         return "-"
-    noise = noise_of(study.get_trials(deepcopy=False))
+    noise = noise_of(own_trials(study))
     return f"{p.best:.4g} ± {noise.sd:.2g}" if noise.sd is not None else f"{p.best:.4g}"
 
 
@@ -102,7 +110,7 @@ def trials_table(study: optuna.Study, metric: str) -> str:
     """One row per attempt: the score only for complete trials, the validation metric and the
     generalisation gap at the last evaluation point for every trial that reached one (pruned trials
     stop there), and the stop verdict where evaluation points were scored."""
-    trials = study.get_trials(deepcopy=False)
+    trials = own_trials(study)
     retried = retried_numbers(trials)
     names = sorted({k for t in trials for k in t.params})
     noise = noise_of(trials).sd
@@ -144,9 +152,9 @@ def status_text(url: str, study_name: str | None) -> str:
         return table(rows, ["study", "progress"])
     study = load(storage, study_name, redact(url))
     p, metric = progress(study, n_trials_of(study)), metric_of(study)
-    floor = floor_reading(p.best, noise_of(study.get_trials(deepcopy=False)), study.user_attrs.get(FLOOR_ATTR))
-    leak = leak_text(study.get_trials(deepcopy=False))
-    best = study.best_trial if p.best is not None else None
+    floor = floor_reading(p.best, noise_of(own_trials(study)), study.user_attrs.get(FLOOR_ATTR))
+    leak = leak_text(own_trials(study))
+    best = best_own(study)
     second = fidelity_text(best.user_attrs, study.user_attrs.get(FLOOR_ATTR)) if best is not None else None
     second = f"best trial: {second}" if second else None
     lines = (floor, second, leak)

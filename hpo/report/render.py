@@ -38,7 +38,7 @@ from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.study import FLOOR_ATTR
-from hpo.service.trials import current_attrs, explain, leak_text
+from hpo.service.trials import current_attrs, explain, leak_text, own_trials
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
@@ -273,7 +273,7 @@ def search_html(study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Imp
 
 def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactStore | None) -> str:
     """The report page; ``storage`` is the study's (its confirmation and budget ladder live there too)."""
-    trials = study.get_trials(deepcopy=False)
+    trials = own_trials(study)
     s = summarise(study, trials)
     done = complete(trials)
     fid_imp, val_imp = study_importances(trials, s.metric_name)

@@ -33,7 +33,7 @@ from hpo.service.context import StudyContext, sample_grid, sample_strip, upload,
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
 from hpo.service.study import FLOOR_ATTR, pruned_reason
-from hpo.service.trials import mark_ended, noise_estimates
+from hpo.service.trials import mark_ended, noise_estimates, own_trials
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
@@ -303,7 +303,7 @@ def _needs_repeat(trial: optuna.Trial, fid: float) -> bool:
     """Baselines, and every trial that beats the best so far, get their score's noise measured."""
     if trial.user_attrs.get("baseline"):
         return True
-    complete = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    complete = own_trials(trial.study, (TrialState.COMPLETE,))
     return all(t.value is None or fid < t.value for t in complete)
 
 
@@ -316,7 +316,7 @@ def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best:
     estimate = pair_sd(again.fid, best.fid)
     trial.set_user_attr("fid_repeat", again.fid)
     trial.set_user_attr("fid_noise", estimate)
-    others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
+    others = [t for t in own_trials(trial.study) if t.number != trial.number]
     noise = pooled([*noise_estimates(others), estimate])
     trial.study.set_user_attr("fid_noise", {"sd": noise.sd, "pairs": noise.pairs})
 

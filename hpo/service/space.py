@@ -1,4 +1,5 @@
-"""The only caller of ``trial.suggest_*``: a spec's search space → one trial's parameters."""
+"""The only caller of ``trial.suggest_*``: a spec's search space → one trial's parameters, and the
+same space as Optuna distributions."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from hpo.spec.params import CategoricalParam, FloatParam, IntParam, Param
 
@@ -22,6 +24,19 @@ def suggest(trial: optuna.Trial, search: Mapping[str, Param]) -> dict[str, Any]:
         else:  # pragma: no cover - the Param union is closed
             raise TypeError(f"unknown parameter type {type(p).__name__}")
     return params
+
+
+def distributions(search: Mapping[str, Param]) -> dict[str, BaseDistribution]:
+    """The distributions ``suggest`` draws from: what a copied trial must be described with."""
+    out: dict[str, BaseDistribution] = {}
+    for name, p in search.items():
+        if isinstance(p, FloatParam):
+            out[name] = FloatDistribution(p.low, p.high, log=p.log, step=p.step)
+        elif isinstance(p, IntParam):
+            out[name] = IntDistribution(p.low, p.high, log=p.log, step=p.step)
+        else:
+            out[name] = CategoricalDistribution(list(p.choices))
+    return out
 
 
 def grid(search: Mapping[str, Param]) -> dict[str, list[Any]]:

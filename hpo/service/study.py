@@ -15,7 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo import __version__
 from hpo.errors import ConfigError, HpoError
 from hpo.service.space import grid
-from hpo.service.trials import is_retry
+from hpo.service.trials import is_carried, is_retry
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
@@ -24,21 +24,33 @@ SPEC_ATTR, HASH_ATTR = "hpo_spec", "hpo_spec_hash"
 FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 
 
+# Measured by benchmarks/sampler_efficiency.py (README "Samplers"): see there for the table.
+AUTO_GP_UP_TO = 100  # trials; GP's proposal cost grows with the cube of the trials it has seen
+DEFAULT_STARTUP = 4  # random trials before a model proposes
+
+
+def sampler_name(spec: Spec) -> str:
+    """What ``sampler: auto`` means for this study: the rule README's "Samplers" table supports."""
+    name = spec.sampler.name
+    if name != "auto":
+        return name
+    return "gp" if spec.study.n_trials <= AUTO_GP_UP_TO else "tpe"
+
+
 def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampler:
     """Each worker offsets the seed: processes with one seeded sampler would propose identical trials."""
-    s = spec.sampler
+    s, name = spec.sampler, sampler_name(spec)
     seed = None if s.seed is None else s.seed + worker_index
-    if s.name == "tpe":
-        return optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=s.n_startup_trials, multivariate=True, constant_liar=True
-        )
-    if s.name == "gp":  # a Gaussian process, built for small budgets; parallel workers may propose alike
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=s.n_startup_trials)
-    if s.name == "random":
+    startup = DEFAULT_STARTUP if s.n_startup_trials is None else s.n_startup_trials
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, constant_liar=True)
+    if name == "gp":  # built for small budgets; no constant liar, so parallel workers may propose alike
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    if s.name == "grid":
+    if name == "grid":
         return optuna.samplers.GridSampler(grid(spec.search), seed=seed)
-    raise ValueError(f"unknown sampler {s.name!r}; expected one of tpe, gp, random, grid")
+    raise ValueError(f"unknown sampler {name!r}; expected one of auto, tpe, gp, random, grid")
 
 
 def make_pruner(spec: Spec) -> optuna.pruners.BasePruner:
@@ -55,9 +67,10 @@ def make_pruner(spec: Spec) -> optuna.pruners.BasePruner:
             min_resource=p.min_resource, reduction_factor=p.reduction_factor, min_early_stopping_rate=0
         )
     # Optuna's earliest prune is at step == n_warmup_steps: warmup_evals points are never pruned.
-    return optuna.pruners.MedianPruner(
-        n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1
-    )
+    return optuna.pruners.PercentilePruner(
+        50.0 if p.name == "median" else p.percentile,
+        n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1,
+    )  # fmt: skip
 
 
 def pruned_reason(spec: Spec) -> str:
@@ -177,7 +190,7 @@ class Progress:
 
 
 def progress(study: optuna.Study, n_trials: int, trials: Sequence[FrozenTrial] | None = None) -> Progress:
-    trials = trials if trials is not None else study.get_trials(deepcopy=False)
+    trials = [t for t in (trials if trials is not None else study.get_trials(deepcopy=False)) if not is_carried(t)]
     retried = {t.system_attrs["failed_trial"] for t in trials if is_retry(t)}
     retried |= {n for t in trials for n in t.system_attrs.get("retry_history", [])}
     states = [t.state for t in trials]

@@ -17,6 +17,7 @@ from hpo.training.telemetry import hardware_of, rss_leak
 
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
+    "pruned_by_percentile": "validation metric outside the best pruner.percentile % of earlier trials at that point",
     "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
     "pruned_by_successive_halving": "stopped by successive halving: not among the best at a rung",
     "nan_loss": "the loss, gradient norm or validation metric became NaN or infinite; lower lr or keep grad_clip",
@@ -31,6 +32,25 @@ REASONS = {
     "fid_not_finite": "the samples could not be scored (FID not finite)",
     "error": "an unexpected error; see the trial's error attribute and the worker log",
 }
+CARRIED_ATTR = "carried_from"  # "STUDY#N": a prior observation copied by `hpo launch --warm-start`, never trained here
+
+
+def is_carried(t: FrozenTrial) -> bool:
+    return CARRIED_ATTR in t.user_attrs
+
+
+def own_trials(study: optuna.Study, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
+    """The trials this study ran: warm-start observations only inform its sampler and pruner, they
+    count toward nothing (n_trials, best, noise, report, narrow, confirm)."""
+    return [t for t in study.get_trials(deepcopy=False, states=states) if not is_carried(t)]
+
+
+def best_own(study: optuna.Study) -> FrozenTrial | None:
+    done = [t for t in own_trials(study, (TrialState.COMPLETE,)) if t.value is not None]
+    sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
+    return min(done, key=lambda t: sign * float(t.value)) if done else None  # type: ignore[arg-type]
+
+
 # attributes that describe how a trial ended: a retry must not inherit them
 ENDING_ATTRS = ("fail_reason", "error", "stopped_at_kimg", "oom_batch_size")
 

@@ -57,25 +57,28 @@ class StudySettings:
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    name: Literal["tpe", "gp", "random", "grid"] = "tpe"  # gp: Optuna's GPSampler (no constant liar)
+    name: Literal["auto", "tpe", "gp", "random", "grid"] = "auto"  # auto: the rule in service.study.sampler_name
     seed: int | None = None  # each worker adds its own offset; None = fresh randomness
-    n_startup_trials: int = 5  # TPE: random trials before modelling
+    n_startup_trials: int | None = None  # random trials before modelling; None = the measured default
 
     def __post_init__(self) -> None:
-        require(0 <= self.n_startup_trials <= 10_000, "n_startup_trials", f"must be >= 0, got {self.n_startup_trials}")
+        n = self.n_startup_trials
+        require(n is None or 0 <= n <= 10_000, "n_startup_trials", f"must be >= 0, got {n}")
 
 
 @dataclass(frozen=True)
 class PrunerSettings:
-    name: Literal["median", "hyperband", "successive_halving", "none"] = "median"
-    startup_trials: int = 4  # median: complete trials before pruning starts
-    warmup_evals: int = 1  # median: evaluation points of each trial never pruned
+    name: Literal["median", "percentile", "hyperband", "successive_halving", "none"] = "median"
+    startup_trials: int = 2  # median / percentile: complete trials before pruning starts
+    warmup_evals: int = 0  # median / percentile: evaluation points of each trial never pruned
+    percentile: float = 50.0  # percentile: keep a trial while its metric is within the best this many %
     min_resource: int = 1  # hyperband / successive_halving: evaluation points every trial gets
     reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each rung
 
     def __post_init__(self) -> None:
         require(self.startup_trials >= 0, "startup_trials", f"must be >= 0, got {self.startup_trials}")
         require(self.warmup_evals >= 0, "warmup_evals", f"must be >= 0, got {self.warmup_evals}")
+        require(0.0 < self.percentile < 100.0, "percentile", f"must be between 0 and 100, got {self.percentile}")
         require(self.min_resource >= 1, "min_resource", f"must be at least 1, got {self.min_resource}")
         require(self.reduction_factor >= 2, "reduction_factor", f"must be at least 2, got {self.reduction_factor}")
 

@@ -1,0 +1,124 @@
+"""Which pruner saves most compute at an equal best: every candidate, built by the service's own
+``make_pruner`` from a spec, replayed on unpruned trials of two datasets.
+
+The trials are the tabular benchmark's cells (``tabular.py``: 216 configurations of the digits search
+space per dataset, each trained to the end with 4 evaluation points of the pruning metric, then
+scored). A replayed study draws ``--trials`` of them in random order (random search) and lets the
+pruner decide at each evaluation point, exactly as a worker reports them; a trial it stops costs the
+points it trained. Repeated ``--repeats`` times per study size. Prints per dataset, study size and
+pruner: the compute saved against no pruning, the best score's regret (the best trial kept against
+the best of the same draw) as a mean and against the training seed spread (share of studies that
+lost more than one seed sd), and the share of studies whose best trial survived.
+
+    .venv/bin/python benchmarks/pruning_replay.py [--repeats 300] [--sizes 10,30]
+
+Goal (issue 21): at least 2x less compute at a best within the seed spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+from benchmarks.common import DIGITS, quiet, spec_with
+from benchmarks.tabular import NUM_EVALS, Measured, Table, build
+from hpo.service.study import make_pruner
+from hpo.spec.spec import spec_from_dict
+
+PRUNERS: dict[str, dict[str, Any]] = {
+    "none": {"name": "none"},
+    "median, 3 start-up, 1 warm-up": {"name": "median", "startup_trials": 3, "warmup_evals": 1},
+    "median, 2 start-up, 0 warm-up": {"name": "median", "startup_trials": 2, "warmup_evals": 0},
+    "median, 4 start-up, 0 warm-up": {"name": "median", "startup_trials": 4, "warmup_evals": 0},
+    "median, 2 start-up, 1 warm-up": {"name": "median", "startup_trials": 2, "warmup_evals": 1},
+    "percentile 33, 2 start-up, 0 w.": {"name": "percentile", "percentile": 33.0, "startup_trials": 2},
+    "percentile 25, 2 start-up, 0 w.": {"name": "percentile", "percentile": 25.0, "startup_trials": 2},
+    "percentile 25, 4 start-up, 0 w.": {"name": "percentile", "percentile": 25.0, "startup_trials": 4},
+    "hyperband, factor 3": {"name": "hyperband", "min_resource": 1, "reduction_factor": 3},
+    "succ. halving, factor 2": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2},
+    "succ. halving, factor 3": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
+    "succ. halving, factor 4": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 4},
+}
+
+
+@dataclass(frozen=True)
+class Replay:
+    points: int  # evaluation points trained, all trials together
+    best_kept: float  # best score among the trials trained to the end
+    best_drawn: float  # best score among all drawn trials (what no pruning finds)
+
+
+def replay(pruner: dict[str, Any], trials: list[Measured], name: str) -> Replay:
+    """The pruner deciding on ``trials``' curves in order, in a study named ``name`` (Hyperband
+    assigns brackets by it). A curve shorter than the budget is a run that diverged there."""
+    raw = spec_with(DIGITS, pruner=pruner, merge_train={"num_evals": NUM_EVALS})
+    study = optuna.create_study(study_name=name, pruner=make_pruner(spec_from_dict(raw, file=name)))
+    points, kept = 0, []
+    for m in trials:
+        trial = study.ask()
+        for k, value in enumerate(m.curve, 1):
+            points += 1
+            trial.report(value, step=k)
+            if trial.should_prune():
+                study.tell(trial, state=TrialState.PRUNED)
+                break
+        else:
+            if len(m.curve) < NUM_EVALS or not math.isfinite(m.score):
+                study.tell(trial, state=TrialState.PRUNED)  # diverged: the objective prunes it
+            else:
+                study.tell(trial, m.score)
+                kept.append(m.score)
+    finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == NUM_EVALS]
+    return Replay(points, min(kept, default=math.inf), min(finite, default=math.inf))
+
+
+def report(table: Table, sizes: list[int], repeats: int) -> None:
+    cells = list(table.cells.values())
+    sd = table.seed_sd
+    print(
+        f"\n## {table.dataset}: {len(cells)} unpruned trials ({table.kimg:g} kimg, {NUM_EVALS} evaluation points); "
+        f"training seed sd {sd:.3g}; {repeats} random draws per study size"
+    )
+    print(f"{'trials':>6} {'pruner':>30} {'compute saved':>14} {'mean regret':>12} {'> 1 sd':>7} {'best kept':>10}")
+    for size in sizes:
+        draws = [random.Random(r).sample(cells, size) for r in range(repeats)]
+        base = sum(len(m.curve) for d in draws for m in d)
+        for label, pruner in PRUNERS.items():
+            out = [replay(pruner, d, f"replay-{size}-{r}") for r, d in enumerate(draws)]
+            regret = [o.best_kept - o.best_drawn for o in out]
+            beyond = sum(1 for x in regret if x > sd) / repeats
+            kept = sum(1 for x in regret if x == 0) / repeats
+            saved = base / sum(o.points for o in out)
+            mean = statistics.mean(min(x, 10 * sd) for x in regret)  # a lost-everything study counts 10 sd
+            print(f"{size:>6} {label:>30} {saved:>13.2f}x {mean:>12.3g} {beyond:>7.0%} {kept:>10.0%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--sizes", default="10,30")
+    parser.add_argument("--kimg", type=float, default=4.0)
+    parser.add_argument("--datasets", default="digits,shapes")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))
+    args = parser.parse_args()
+    quiet()
+    started = time.perf_counter()
+    for name in args.datasets.split(","):
+        report(build(name, args.kimg, args.cache), [int(s) for s in args.sizes.split(",")], args.repeats)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s (tables' training and scoring: measured once, cached)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""A tabular benchmark of the digits search space, measured for real once and then queried for free.
+
+Every categorical combination of the quickstart's search space (batch size × T × schedule: 36) is
+trained at ``LR_EXPONENTS`` learning rates on 8 px images with a small UNet for ``kimg`` thousand
+images, with ``NUM_EVALS`` validation points on the way (the pruning metric, ``val_rel``), then
+scored: classifier-FID of 128 DDIM samples. A query at any learning rate interpolates the score
+linearly in log10(lr) between the two measured neighbours of the same combination, so samplers see
+a continuous space (the HPOBench / NAS-Bench approach: many sampler seeds at no training cost).
+The seed-to-seed spread (training and sampling seed) of the best cells is measured too, so every
+difference between samplers or pruners can be read against it.
+
+Built by ``sampler_efficiency.py`` and ``pruning_replay.py`` on first use (two processes, one
+core each) and cached as JSON beside the other benchmark caches; an interrupted build resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+LR_EXPONENTS = (-4.0, -3.5, -3.0, -2.5, -2.0, -1.5)  # the quickstart's lr range, 1e-4 .. 3e-2, every half decade
+BATCH_SIZES = (32, 64, 128)
+TIMESTEPS = (100, 250, 500, 1000)
+Schedule = Literal["linear", "cosine", "sigmoid"]
+SCHEDULES: tuple[Schedule, ...] = ("linear", "cosine", "sigmoid")
+NUM_EVALS = 4
+REPLICATE_SEEDS = (1, 2)
+REPLICATED_CELLS = 4  # the best cells, retrained with each replicate seed
+DIVERGED = math.inf
+
+Cell = tuple[float, int, int, Schedule]  # lr exponent, batch size, T, schedule
+
+
+def cell_key(cell: Cell) -> str:
+    return f"{cell[0]:+.1f}/{cell[1]}/{cell[2]}/{cell[3]}"
+
+
+def all_cells() -> list[Cell]:
+    return list(itertools.product(LR_EXPONENTS, BATCH_SIZES, TIMESTEPS, SCHEDULES))
+
+
+@dataclass(frozen=True)
+class Measured:
+    score: float  # classifier-FID at the end; inf when training diverged
+    curve: tuple[float, ...]  # the pruning metric at evaluation points 1..NUM_EVALS (shorter if it diverged)
+
+
+@dataclass(frozen=True)
+class Table:
+    dataset: str
+    kimg: float
+    cells: dict[str, Measured]
+    replicates: dict[str, list[float]]  # cell key -> scores with seeds 0, 1, 2
+    seconds: float  # training and scoring time the table cost
+
+    @property
+    def seed_sd(self) -> float:
+        """Pooled seed-to-seed standard deviation of the score over the replicated cells."""
+        groups = [v for v in self.replicates.values() if all(math.isfinite(x) for x in v)]
+        return math.sqrt(statistics.mean(statistics.variance(v) for v in groups)) if groups else math.nan
+
+    def score(self, lr: float, batch_size: int, timesteps: int, schedule: Schedule) -> float:
+        """The score at any lr inside the range: linear in log10(lr) between the measured neighbours;
+        inf if either neighbour diverged (a run between a diverging and a training lr is not trusted)."""
+        x = min(max(math.log10(lr), LR_EXPONENTS[0]), LR_EXPONENTS[-1])
+        hi = next(i for i, e in enumerate(LR_EXPONENTS) if e >= x - 1e-12)
+        lo = max(hi - 1, 0)
+        a = self.cells[cell_key((LR_EXPONENTS[lo], batch_size, timesteps, schedule))].score
+        b = self.cells[cell_key((LR_EXPONENTS[hi], batch_size, timesteps, schedule))].score
+        if lo == hi:
+            return a
+        w = (x - LR_EXPONENTS[lo]) / (LR_EXPONENTS[hi] - LR_EXPONENTS[lo])
+        return a + w * (b - a) if math.isfinite(a) and math.isfinite(b) else DIVERGED
+
+    def best(self) -> float:
+        return min(m.score for m in self.cells.values())
+
+    def quantile(self, q: float) -> float:
+        return float(np.quantile([m.score for m in self.cells.values() if math.isfinite(m.score)], q))
+
+
+def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured, float]:
+    """One training run and its score, in a worker process with one thread."""
+    import torch
+
+    from hpo.scoring.progress import ProgressProbe
+    from hpo.scoring.score import make_scorer
+    from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig
+    from hpo.spec.sampling import SamplingConfig
+    from hpo.training.data import load_data
+    from hpo.training.trainer import EvalPoint, TrainingAborted, train
+    from hpo.training.validation import PRUNING_METRIC
+
+    dataset, kimg, cell, seed, cache = job
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    data = load_data(DataConfig(source=dataset, image_size=8, cache_dir=cache))
+    scorer = make_scorer(
+        ScoreConfig(features="classifier", num_samples=128, batch_size=128), data,
+        device=torch.device("cpu"), cache_dir=Path(cache) / "scoring",
+    )  # fmt: skip
+    probe = ProgressProbe(scorer, data)
+    exp, batch, timesteps, schedule = cell
+    cfg = TrainConfig(
+        base_channels=16, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64,
+        lr=10**exp, batch_size=batch, timesteps=timesteps, schedule=schedule, kimg=kimg, num_evals=NUM_EVALS,
+        warmup_kimg=0.25, lr_schedule="cosine", conditional=True, p_uncond=0.1, seed=seed,
+    )  # fmt: skip
+    curve: list[float] = []
+
+    def on_eval(point: EvalPoint, ema: Any) -> None:
+        curve.append(point.metrics[PRUNING_METRIC])
+
+    score = DIVERGED
+    with contextlib.suppress(TrainingAborted):
+        model = train(cfg, data, on_eval=on_eval).model
+        value = probe.measure(
+            model,
+            SamplingConfig(guidance_scale=2.0, ddim_steps=10, eta=0.0),
+            class_frequencies=data.class_frequencies(),
+            seed=seed,
+        )["score"]
+        score = value if math.isfinite(value) else DIVERGED
+    return cell_key(cell), seed, Measured(score, tuple(curve)), time.perf_counter() - started
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {"cells": {}, "replicates": {}, "seconds": 0.0}
+
+
+def _save(path: Path, raw: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(raw))
+    os.replace(tmp, path)
+
+
+def _run(jobs: list[tuple[str, float, Cell, int, str]], processes: int) -> Any:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(processes) as pool:
+        yield from pool.imap_unordered(_measure, jobs)
+
+
+def build(dataset: str, kimg: float, cache: Path, *, processes: int = 2) -> Table:
+    """The table of ``dataset`` at ``kimg``, measured where the cache lacks it."""
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"table-{dataset}-{kimg:g}kimg.json"
+    raw = _load(path)
+    todo = [(dataset, kimg, c, 0, str(cache)) for c in all_cells() if cell_key(c) not in raw["cells"]]
+    if todo:
+        print(f"measuring {len(todo)} of {len(all_cells())} {dataset} cells ({processes} processes) ...", flush=True)
+    for done, (key, _, m, seconds) in enumerate(_run(todo, processes), 1):
+        raw["cells"][key] = {"score": m.score, "curve": list(m.curve)}
+        raw["seconds"] += seconds
+        if done % 12 == 0 or done == len(todo):
+            _save(path, raw)
+            print(f"  {dataset}: {done}/{len(todo)} cells", flush=True)
+    ranked = sorted(raw["cells"], key=lambda k: raw["cells"][k]["score"])[:REPLICATED_CELLS]
+    cells = {k: c for c in all_cells() if (k := cell_key(c)) in ranked}
+    todo = [(dataset, kimg, cells[k], s, str(cache)) for k in ranked for s in REPLICATE_SEEDS
+            if len(raw["replicates"].get(k, [])) < 1 + len(REPLICATE_SEEDS)]  # fmt: skip
+    todo = [j for j in todo if str(j[3]) not in raw.setdefault("seeded", {}).get(cell_key(j[2]), {})]
+    for key, seed, m, seconds in _run(todo, processes):
+        raw["seeded"].setdefault(key, {})[str(seed)] = m.score
+        raw["seconds"] += seconds
+    raw["replicates"] = {
+        k: [raw["cells"][k]["score"], *(raw["seeded"][k][str(s)] for s in REPLICATE_SEEDS)]
+        for k in ranked if all(str(s) in raw.get("seeded", {}).get(k, {}) for s in REPLICATE_SEEDS)
+    }  # fmt: skip
+    _save(path, raw)
+    cells_m = {k: Measured(float(v["score"]), tuple(v["curve"])) for k, v in raw["cells"].items()}
+    return Table(dataset, kimg, cells_m, raw["replicates"], raw["seconds"])

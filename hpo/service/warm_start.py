@@ -1,0 +1,156 @@
+"""``hpo launch SPEC --warm-start OTHER``: a new study that starts from another's evidence.
+
+The other study's finished trials whose parameters the new search space can hold are copied in as
+prior observations (``trials.CARRIED_ATTR`` names where each came from): the sampler models them and
+the pruner compares against their curves, but they count toward nothing of the new study
+(``trials.own_trials``). Its best configurations are enqueued, so the new study measures them again
+under its own settings before the sampler proposes. What could not be carried is named in one line.
+
+A trial is carried when every searched parameter of the new spec is among its parameters and inside
+the new range (Optuna's own containment check), and every parameter it had that the new spec no
+longer searches was drawn at the value the new spec fixes (to 3 significant digits: ``hpo narrow``
+writes fixed floats to 4). Its values are copied only when both studies score the same way (same
+score section and direction); its curve only when both evaluate at the same points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from hpo.errors import ConfigError, HpoError
+from hpo.service.space import distributions
+from hpo.service.trials import CARRIED_ATTR, own_trials
+from hpo.spec.sampling import SAMPLING_FIELDS
+from hpo.spec.spec import Spec
+
+TOP = 3  # best configurations of the other study enqueued first (at most a third of n_trials)
+RELATIVE_TOLERANCE = 1e-3
+
+
+@dataclass
+class Carried:
+    source: str
+    observations: int = 0  # trials copied in as prior observations
+    enqueued: list[dict[str, Any]] = field(default_factory=list)  # configurations queued to run first
+    skipped: Counter[str] = field(default_factory=Counter)  # why a finished trial was not carried: count
+
+    def line(self) -> str:
+        head = (
+            f"warm start from {self.source!r}: {self.observations} finished trial(s) carried as prior "
+            f"observations (they count toward nothing here), {len(self.enqueued)} best configuration(s) "
+            f"queued to run first"
+        )
+        if not self.skipped:
+            return head
+        why = "; ".join(f"{n} {reason}" for reason, n in self.skipped.most_common())
+        return f"{head}; not carried: {why}"
+
+
+def check_scored_alike(source: Spec, target: Spec) -> None:
+    """Prior values must be on the new study's scale: one line naming the difference otherwise."""
+    if source.study.direction != target.study.direction:
+        raise HpoError(
+            f"--warm-start: the other study {source.study.direction}s its score and this one "
+            f"{target.study.direction}s it; warm-start only from a study scored the same way"
+        )
+    if source.to_dict()["score"] != target.to_dict()["score"]:
+        raise HpoError(
+            f"--warm-start: the other study scores with {source.score.metric_name} "
+            f"({source.score.num_samples} samples) and this spec differs in its score: section; its values are "
+            "not comparable — use the same score: section, or launch without --warm-start"
+        )
+
+
+def fixed_value(spec: Spec, name: str) -> tuple[bool, Any]:
+    """(known, value): what ``spec`` trains or samples ``name`` at when it does not search it."""
+    if name.startswith("network."):
+        kwargs = spec.train.network.kwargs
+        key = name.split(".", 1)[1]
+        return key in kwargs, kwargs.get(key)
+    if name in SAMPLING_FIELDS:
+        return True, getattr(spec.sampling, name)
+    return hasattr(spec.train, name), getattr(spec.train, name, None)
+
+
+def same_value(drawn: Any, fixed: Any) -> bool:
+    if isinstance(fixed, list | tuple):  # a swept sampling setting: the drawn value must be among them
+        return any(same_value(drawn, f) for f in fixed)
+    both_numbers = isinstance(drawn, int | float) and isinstance(fixed, int | float)
+    if both_numbers and not isinstance(drawn, bool):
+        return math.isclose(float(drawn), float(fixed), rel_tol=RELATIVE_TOLERANCE)
+    return bool(drawn == fixed)
+
+
+def why_not(t: FrozenTrial, spec: Spec) -> str | None:
+    """Why trial ``t`` cannot be an observation of ``spec``'s objective; None when it can."""
+    if t.state == TrialState.FAIL or (t.state == TrialState.COMPLETE and t.value is None):
+        return "failed (no value to carry)"
+    for name, param in spec.search.items():
+        if name not in t.params:
+            return f"lacked the parameter {name}"
+        try:
+            param.check_contains(t.params[name], name)
+        except ConfigError:
+            return f"had {name} outside the new range"
+    for name, value in t.params.items():
+        if name in spec.search:
+            continue
+        known, fixed = fixed_value(spec, name)
+        if not known or not same_value(value, fixed):
+            return f"drew {name}, which the new spec fixes at another value"
+    return None
+
+
+def observation(t: FrozenTrial, source: str, dists: Mapping[str, BaseDistribution], same_points: bool) -> FrozenTrial:
+    return create_trial(
+        state=t.state,
+        value=t.value if t.state == TrialState.COMPLETE else None,
+        params={name: t.params[name] for name in dists},
+        distributions=dict(dists),
+        intermediate_values=dict(t.intermediate_values) if same_points else None,
+        user_attrs={CARRIED_ATTR: f"{source}#{t.number}"},
+    )
+
+
+def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_spec: Spec) -> Carried:
+    """Carry ``source``'s finished trials into the new study ``target`` and enqueue its best
+    configurations; what was carried, queued and skipped (and why)."""
+    check_scored_alike(source_spec, spec)
+    dists = distributions(spec.search)
+    same_points = source_spec.train.num_evals == spec.train.num_evals
+    out = Carried(source.study_name)
+    carried: list[FrozenTrial] = []
+    for t in own_trials(source, (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
+        reason = why_not(t, spec)
+        if reason is None:
+            try:
+                target.add_trial(observation(t, source.study_name, dists, same_points))
+            except ValueError:  # Optuna's containment check: e.g. a float off the new step grid
+                reason = "had a value off the new grid"
+        if reason is not None:
+            out.skipped[reason] += 1
+            continue
+        carried.append(t)
+    out.observations = len(carried)
+    ranked = sorted((t for t in carried if t.state == TrialState.COMPLETE), key=lambda t: float(t.value or 0.0))
+    if spec.study.direction == "maximize":
+        ranked.reverse()
+    queued = [dict(b) for b in spec.baselines]
+    for t in ranked:
+        if len(out.enqueued) >= min(TOP, max(1, spec.study.n_trials // 3)):
+            break
+        params = {name: t.params[name] for name in dists}
+        if params in queued:
+            continue
+        target.enqueue_trial(params, user_attrs={"warm_start": f"{source.study_name}#{t.number}"})
+        queued.append(params)
+        out.enqueued.append(params)
+    return out

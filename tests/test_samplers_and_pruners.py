@@ -1,0 +1,70 @@
+"""The sampler and pruner a spec asks for: ``auto``'s rule, the measured defaults, and the percentile
+pruner's decisions on planted curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpo.service.study import AUTO_GP_UP_TO, DEFAULT_STARTUP, make_pruner, make_sampler, sampler_name
+from hpo.spec.loading import load_spec
+from hpo.spec.spec import SamplerSettings, Spec
+from tests.service_helpers import write_spec
+
+
+def spec(tmp_path: Path, **changes: Any) -> Spec:
+    return load_spec(write_spec(tmp_path, **changes))
+
+
+@pytest.mark.parametrize(("n_trials", "expected"), [(10, "gp"), (AUTO_GP_UP_TO, "gp"), (AUTO_GP_UP_TO + 1, "tpe")])
+def test_auto_is_gp_for_the_study_sizes_it_was_measured_best_at_and_tpe_beyond(
+    tmp_path: Path, n_trials: int, expected: str
+) -> None:
+    s = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto", "seed": 0})
+    assert sampler_name(s) == expected
+    sampler = make_sampler(s)
+    assert isinstance(sampler, optuna.samplers.GPSampler if expected == "gp" else optuna.samplers.TPESampler)
+
+
+def test_a_named_sampler_is_kept_and_the_start_up_count_defaults_to_the_measured_one(tmp_path: Path) -> None:
+    s = spec(tmp_path, study={"n_trials": 10}, sampler={"name": "tpe", "seed": 3})
+    assert sampler_name(s) == "tpe" and s.sampler.n_startup_trials is None
+    study = optuna.create_study(sampler=make_sampler(s))
+    for i in range(DEFAULT_STARTUP):  # identical start-up draws: it has not begun modelling yet
+        trial = study.ask()
+        trial.suggest_float("x", 0.0, 1.0)
+        study.tell(trial, float(i))
+    independent = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    randoms = [independent.ask().suggest_float("x", 0.0, 1.0) for _ in range(DEFAULT_STARTUP)]
+    assert [t.params["x"] for t in study.get_trials()] == pytest.approx(randoms)
+    assert SamplerSettings().name == "auto"  # the default
+
+
+def decisions(pruner: optuna.pruners.BasePruner, finished: list[float], candidate: float) -> bool:
+    """Whether ``pruner`` stops a trial reporting ``candidate`` at step 1 after ``finished`` trials."""
+    study = optuna.create_study(pruner=pruner)
+    for value in finished:
+        trial = study.ask()
+        trial.report(value, step=1)
+        study.tell(trial, value)
+    trial = study.ask()
+    trial.report(candidate, step=1)
+    pruned = trial.should_prune()
+    study.tell(trial, state=TrialState.PRUNED if pruned else TrialState.COMPLETE, values=None if pruned else 0.0)
+    return pruned
+
+
+def test_the_percentile_pruner_stops_a_trial_the_median_keeps(tmp_path: Path) -> None:
+    finished = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # median 3.5; best third below ~2.7
+    median = make_pruner(spec(tmp_path, pruner={"name": "median", "startup_trials": 2}))
+    third = make_pruner(spec(tmp_path, pruner={"name": "percentile", "percentile": 33.0, "startup_trials": 2}))
+    assert not decisions(median, finished, 3.0) and decisions(third, finished, 3.0)
+    assert not decisions(third, finished, 2.0) and decisions(median, finished, 4.0)
+    # the measured defaults: 2 start-up trials, no warm-up point
+    d = spec(tmp_path, pruner={"name": "median"}).pruner
+    assert (d.startup_trials, d.warmup_evals) == (2, 0)
+    assert not decisions(make_pruner(spec(tmp_path, pruner={"name": "median"})), [1.0], 9.0)  # 1 < 2 start-up

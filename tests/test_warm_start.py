@@ -1,0 +1,131 @@
+"""``hpo launch --warm-start``: another study's finished trials become prior observations of a new
+one (counted toward nothing there), its best configuration runs first, and what could not be carried
+is named. In-process on planted studies, and through the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpo.errors import HpoError
+from hpo.service.space import distributions, suggest
+from hpo.service.storage import open_storage
+from hpo.service.study import create_or_resume, make_sampler, progress
+from hpo.service.trials import CARRIED_ATTR, best_own, own_trials
+from hpo.service.warm_start import warm_start
+from hpo.spec.loading import load_spec
+from hpo.spec.spec import Spec
+from tests.service_helpers import hpo, write_spec
+from tests.study_builders import add
+
+SEARCH = {
+    "lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+    "batch_size": {"type": "categorical", "choices": [16, 32]},
+    "schedule": {"type": "categorical", "choices": ["linear", "cosine"]},
+    "guidance_scale": {"type": "float", "low": 1.0, "high": 3.0},
+}
+# the next study: lr narrowed to 3e-4..3e-3, batch size fixed at 32, the rest searched as before
+NEXT_SEARCH = {**SEARCH, "lr": {"type": "float", "low": 3e-4, "high": 3e-3, "log": True}}
+NEXT_SEARCH.pop("batch_size")
+
+
+def planted_source(tmp_path: Path) -> optuna.Study:
+    """Six finished trials and one failure: 3 fit the next space, 1 has lr outside it, 2 drew batch 16."""
+    spec = load_spec(write_spec(tmp_path, "source.yaml", study={"name": "source", "n_trials": 10}, search=SEARCH))
+    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    fits = [(1e-3, 4.0), (5e-4, 6.0), (2e-3, 9.0)]
+    for lr, value in fits:
+        add(study, {"lr": lr, "batch_size": 32, "schedule": "cosine", "guidance_scale": 2.0}, value=value, curve=[3, 2])
+    add(study, {"lr": 9e-3, "batch_size": 32, "schedule": "linear", "guidance_scale": 2.0}, value=1.0, curve=[3, 1])
+    for lr in (1e-3, 2e-3):
+        add(study, {"lr": lr, "batch_size": 16, "schedule": "linear", "guidance_scale": 1.5}, value=3.0, curve=[3, 1])
+    add(study, {"lr": 1e-3, "batch_size": 32, "schedule": "linear", "guidance_scale": 2.0}, value=None, curve=[3],
+        state=TrialState.FAIL)  # fmt: skip
+    return study
+
+
+def next_study(tmp_path: Path, **changes: object) -> tuple[optuna.Study, Spec]:
+    raw = {"study": {"name": "next", "n_trials": 6}, "search": NEXT_SEARCH, "train": {"batch_size": 32}, **changes}
+    spec = load_spec(write_spec(tmp_path, "next.yaml", **raw))
+    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    return study, spec
+
+
+def test_compatible_trials_are_carried_as_observations_that_count_toward_nothing(tmp_path: Path) -> None:
+    source = planted_source(tmp_path)
+    target, spec = next_study(tmp_path)
+    carried = warm_start(target, spec, source, load_spec(tmp_path / "source.yaml"))
+    assert carried.observations == 3
+    assert dict(carried.skipped) == {
+        "had lr outside the new range": 1,
+        "drew batch_size, which the new spec fixes at another value": 2,
+        "failed (no value to carry)": 1,
+    }
+    line = carried.line()
+    assert "3 finished trial(s) carried" in line and "2 drew batch_size" in line and "1 had lr outside" in line
+    trials = target.get_trials()
+    observed = [t for t in trials if CARRIED_ATTR in t.user_attrs]
+    assert sorted(t.value for t in observed) == [4.0, 6.0, 9.0]  # type: ignore[type-var]
+    assert all(set(t.params) == set(NEXT_SEARCH) for t in observed)  # described in the new space
+    assert {t.user_attrs[CARRIED_ATTR] for t in observed} == {"source#0", "source#1", "source#2"}
+    assert all(t.intermediate_values == {1: 3.0, 2: 2.0} for t in observed)  # same evaluation points: curves too
+    # the best two carried configurations are queued to run first (n_trials 6 → at most 2)
+    queued = [t for t in trials if t.state == TrialState.WAITING]
+    assert [t.system_attrs["fixed_params"]["lr"] for t in queued] == [1e-3, 5e-4] and queued[0].user_attrs[
+        "warm_start"
+    ] == "source#0"
+    # carried trials count toward nothing: no slot, no best, not in the study's own trials
+    p = progress(target, 6)
+    assert (p.complete, p.slots, p.best) == (0, 2, None)
+    assert best_own(target) is None and len(own_trials(target)) == 2
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "gp"])
+def test_the_sampler_models_the_carried_trials(tmp_path: Path, sampler: str) -> None:
+    """With 3 start-up trials, the carried 3 take the sampler past its random start: the same seeded
+    sampler proposes differently with them than without them, from the very first trial."""
+    source = planted_source(tmp_path)
+    target, spec = next_study(tmp_path, sampler={"name": sampler, "seed": 0, "n_startup_trials": 3})
+    warm_start(target, spec, source, load_spec(tmp_path / "source.yaml"))
+    carried = [t for t in target.get_trials() if CARRIED_ATTR in t.user_attrs]
+
+    def first_proposal(prior: list[optuna.trial.FrozenTrial]) -> dict[str, object]:
+        study = optuna.create_study(sampler=make_sampler(spec))
+        for t in prior:
+            study.add_trial(t)
+        trial = study.ask()
+        params = suggest(trial, spec.search)
+        assert trial.distributions == distributions(spec.search)
+        return params
+
+    assert first_proposal(carried) != first_proposal([])
+
+
+def test_a_study_scored_differently_is_refused_in_one_line(tmp_path: Path) -> None:
+    source = planted_source(tmp_path)
+    target, spec = next_study(tmp_path, score={"num_samples": 32})
+    with pytest.raises(HpoError, match="differs in its score: section; its values are not comparable"):
+        warm_start(target, spec, source, load_spec(tmp_path / "source.yaml"))
+    assert target.get_trials() == []
+
+
+def test_warm_start_through_the_cli_names_what_it_carried_and_refuses_a_missing_study(tmp_path: Path) -> None:
+    planted_source(tmp_path)
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    raw = {"study": {"name": "next", "n_trials": 6}, "search": NEXT_SEARCH, "train": {"batch_size": 32}}
+    path = write_spec(tmp_path, "next.yaml", **raw)
+    missing = hpo("launch", str(path), "--warm-start", "nope", "--workers", "0", "--detach", "--skip-doctor",
+                  url=url, cwd=tmp_path)  # fmt: skip
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "no study named 'nope'" in missing.stderr
+    assert "next" not in optuna.get_all_study_names(open_storage(url))  # nothing created
+    done = hpo("launch", str(path), "--warm-start", "source", "--workers", "0", "--detach", "--skip-doctor",
+               url=url, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "warm start from 'source': 3 finished trial(s) carried" in done.stdout
+    assert "not carried: 2 drew batch_size, which the new spec fixes at another value" in done.stdout
+    status = hpo("status", "next", url=url, cwd=tmp_path)
+    assert status.returncode == 0 and "0/6" in status.stdout, status.stdout
