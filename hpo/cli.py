@@ -234,7 +234,7 @@ def narrow_cmd(
     logs()
     for line in run_narrow(resolve_url(storage), study, out, name):
         typer.echo(line)
-    typer.echo(f"spec: {out} (launch it with `hpo launch {out}`)")
+    typer.echo(f"spec: {out} (launch it with `hpo launch {out} --warm-start {study}`: this study's trials inform it)")
 
 
 @command("confirm")

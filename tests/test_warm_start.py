@@ -58,25 +58,23 @@ def test_compatible_trials_are_carried_as_observations_that_count_toward_nothing
     source = planted_source(tmp_path)
     target, spec = next_study(tmp_path)
     carried = warm_start(target, spec, source, load_spec(tmp_path / "source.yaml"))
-    assert carried.observations == 3
-    assert dict(carried.skipped) == {
-        "had lr outside the new range": 1,
-        "drew batch_size, which the new spec fixes at another value": 2,
-        "failed (no value to carry)": 1,
-    }
+    assert carried.observations == 5
+    assert dict(carried.skipped) == {"had lr outside the new range": 1, "failed (no value to carry)": 1}
+    assert dict(carried.moved) == {"batch_size": 2}  # carried for lr, schedule and guidance; named
     line = carried.line()
-    assert "3 finished trial(s) carried" in line and "2 drew batch_size" in line and "1 had lr outside" in line
+    assert "5 finished trial(s) carried" in line and "(2 drew batch_size at another value than this spec" in line
+    assert "not carried: 1 had lr outside the new range; 1 failed (no value to carry)" in line
     trials = target.get_trials()
     observed = [t for t in trials if CARRIED_ATTR in t.user_attrs]
-    assert sorted(t.value for t in observed) == [4.0, 6.0, 9.0]  # type: ignore[type-var]
+    assert sorted(t.value for t in observed) == [3.0, 3.0, 4.0, 6.0, 9.0]  # type: ignore[type-var]
     assert all(set(t.params) == set(NEXT_SEARCH) for t in observed)  # described in the new space
-    assert {t.user_attrs[CARRIED_ATTR] for t in observed} == {"source#0", "source#1", "source#2"}
-    assert all(t.intermediate_values == {1: 3.0, 2: 2.0} for t in observed)  # same evaluation points: curves too
-    # the best two carried configurations are queued to run first (n_trials 6 → at most 2)
+    assert {t.user_attrs[CARRIED_ATTR] for t in observed} == {f"source#{n}" for n in (0, 1, 2, 4, 5)}
+    assert all(list(t.intermediate_values) == [1, 2] for t in observed)  # same evaluation points: curves too
+    # the best two carried configurations, in the new space, are queued to run first (n_trials 6 → at most 2)
     queued = [t for t in trials if t.state == TrialState.WAITING]
-    assert [t.system_attrs["fixed_params"]["lr"] for t in queued] == [1e-3, 5e-4] and queued[0].user_attrs[
-        "warm_start"
-    ] == "source#0"
+    expected = [{"lr": lr, "schedule": "linear", "guidance_scale": 1.5} for lr in (1e-3, 2e-3)]
+    assert [t.system_attrs["fixed_params"] for t in queued] == expected
+    assert queued[0].user_attrs["warm_start"] == "source#4"
     # carried trials count toward nothing: no slot, no best, not in the study's own trials
     p = progress(target, 6)
     assert (p.complete, p.slots, p.best) == (0, 2, None)
@@ -85,7 +83,7 @@ def test_compatible_trials_are_carried_as_observations_that_count_toward_nothing
 
 @pytest.mark.parametrize("sampler", ["tpe", "gp"])
 def test_the_sampler_models_the_carried_trials(tmp_path: Path, sampler: str) -> None:
-    """With 3 start-up trials, the carried 3 take the sampler past its random start: the same seeded
+    """With 3 start-up trials, the 5 carried take the sampler past its random start: the same seeded
     sampler proposes differently with them than without them, from the very first trial."""
     source = planted_source(tmp_path)
     target, spec = next_study(tmp_path, sampler={"name": sampler, "seed": 0, "n_startup_trials": 3})
@@ -125,7 +123,11 @@ def test_warm_start_through_the_cli_names_what_it_carried_and_refuses_a_missing_
     done = hpo("launch", str(path), "--warm-start", "source", "--workers", "0", "--detach", "--skip-doctor",
                url=url, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "warm start from 'source': 3 finished trial(s) carried" in done.stdout
-    assert "not carried: 2 drew batch_size, which the new spec fixes at another value" in done.stdout
+    assert "warm start from 'source': 5 finished trial(s) carried" in done.stdout
+    assert "not carried: 1 had lr outside the new range; 1 failed (no value to carry)" in done.stdout
     status = hpo("status", "next", url=url, cwd=tmp_path)
     assert status.returncode == 0 and "0/6" in status.stdout, status.stdout
+    assert "warm-started: 5 trial(s) of 'source' informed the sampler and pruner" in status.stdout
+    report = hpo("report", "next", "-o", str(tmp_path / "next.html"), url=url, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "5 trial(s) of &#x27;source&#x27; informed the sampler" in (tmp_path / "next.html").read_text()

@@ -14,6 +14,7 @@ from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import (
     best_own,
+    carried_text,
     current_attrs,
     fail_reason,
     leak_text,
@@ -157,6 +158,6 @@ def status_text(url: str, study_name: str | None) -> str:
     best = best_own(study)
     second = fidelity_text(best.user_attrs, study.user_attrs.get(FLOOR_ATTR)) if best is not None else None
     second = f"best trial: {second}" if second else None
-    lines = (floor, second, leak)
+    lines = (floor, second, leak, carried_text(study))
     head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in lines if line)
     return head + "\n\n" + trials_table(study, metric)

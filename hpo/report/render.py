@@ -38,7 +38,7 @@ from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.study import FLOOR_ATTR
-from hpo.service.trials import current_attrs, explain, leak_text, own_trials
+from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
@@ -283,12 +283,14 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
         f"<h1>Study {escape(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
         "<h2>Summary</h2>",
         summary_html(s, study.user_attrs.get(FLOOR_ATTR)),
+        f"<p class='note'>{escape(carried)}.</p>" if (carried := carried_text(study)) else "",
         "<h2>Which hyperparameters mattered</h2>",
         importance_html(fid_imp),
         importance_html(val_imp),
         next_step(
             f"`hpo narrow {s.study_name} -o next.yaml` writes the next spec: the parameters that mattered narrowed "
-            "around the best trials, the others fixed at the best value, each change with its evidence."
+            "around the best trials, the others fixed at the best value, each change with its evidence; "
+            f"`hpo launch next.yaml --warm-start {s.study_name}` starts it from this study's trials."
         ),
         "<h2>Is it learning?</h2>",
         figures.figure_html(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +44,16 @@ def own_trials(study: optuna.Study, states: Sequence[TrialState] | None = None) 
     """The trials this study ran: warm-start observations only inform its sampler and pruner, they
     count toward nothing (n_trials, best, noise, report, narrow, confirm)."""
     return [t for t in study.get_trials(deepcopy=False, states=states) if not is_carried(t)]
+
+
+def carried_text(study: optuna.Study) -> str | None:
+    """One line on a warm start: which study the prior observations came from, how many."""
+    sources = Counter(str(t.user_attrs[CARRIED_ATTR]).rsplit("#", 1)[0] for t in study.get_trials(deepcopy=False)
+                      if is_carried(t))  # fmt: skip
+    if not sources:
+        return None
+    names = ", ".join(f"{n} trial(s) of {name!r}" for name, n in sources.items())
+    return f"warm-started: {names} informed the sampler and pruner; they count toward nothing here"
 
 
 def best_own(study: optuna.Study) -> FrozenTrial | None:

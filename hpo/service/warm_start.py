@@ -7,10 +7,13 @@ the pruner compares against their curves, but they count toward nothing of the n
 under its own settings before the sampler proposes. What could not be carried is named in one line.
 
 A trial is carried when every searched parameter of the new spec is among its parameters and inside
-the new range (Optuna's own containment check), and every parameter it had that the new spec no
-longer searches was drawn at the value the new spec fixes (to 3 significant digits: ``hpo narrow``
-writes fixed floats to 4). Its values are copied only when both studies score the same way (same
-score section and direction); its curve only when both evaluate at the same points.
+the new range (Optuna's own containment check): it becomes an observation of the parameters still
+searched. A parameter the new spec no longer searches is dropped; where the trial drew it at another
+value than the new spec fixes (to 3 significant digits: ``hpo narrow`` writes fixed floats to 4), the
+line counts it, since that observation is then only as good as the parameter was unimportant (what
+``hpo narrow`` fixes, it fixes because fANOVA found it did not matter). Values are copied only when
+both studies score the same way (same score section and direction); curves only when both evaluate
+at the same points.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Carried:
     observations: int = 0  # trials copied in as prior observations
     enqueued: list[dict[str, Any]] = field(default_factory=list)  # configurations queued to run first
     skipped: Counter[str] = field(default_factory=Counter)  # why a finished trial was not carried: count
+    moved: Counter[str] = field(default_factory=Counter)  # a now-fixed parameter: carried trials drawn elsewhere
 
     def line(self) -> str:
         head = (
@@ -48,6 +52,9 @@ class Carried:
             f"observations (they count toward nothing here), {len(self.enqueued)} best configuration(s) "
             f"queued to run first"
         )
+        if self.moved:
+            moved = ", ".join(f"{n} drew {name}" for name, n in self.moved.most_common())
+            head += f" ({moved} at another value than this spec fixes: carried for the parameters still searched)"
         if not self.skipped:
             return head
         why = "; ".join(f"{n} {reason}" for reason, n in self.skipped.most_common())
@@ -100,13 +107,18 @@ def why_not(t: FrozenTrial, spec: Spec) -> str | None:
             param.check_contains(t.params[name], name)
         except ConfigError:
             return f"had {name} outside the new range"
-    for name, value in t.params.items():
-        if name in spec.search:
-            continue
-        known, fixed = fixed_value(spec, name)
-        if not known or not same_value(value, fixed):
-            return f"drew {name}, which the new spec fixes at another value"
     return None
+
+
+def moved_parameters(t: FrozenTrial, spec: Spec) -> list[str]:
+    """The parameters ``t`` drew that ``spec`` no longer searches and fixes at another value."""
+    out = []
+    for name, value in t.params.items():
+        if name not in spec.search:
+            known, fixed = fixed_value(spec, name)
+            if not known or not same_value(value, fixed):
+                out.append(name)
+    return out
 
 
 def observation(t: FrozenTrial, source: str, dists: Mapping[str, BaseDistribution], same_points: bool) -> FrozenTrial:
@@ -139,6 +151,7 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
             out.skipped[reason] += 1
             continue
         carried.append(t)
+        out.moved.update(moved_parameters(t, spec))
     out.observations = len(carried)
     ranked = sorted((t for t in carried if t.state == TrialState.COMPLETE), key=lambda t: float(t.value or 0.0))
     if spec.study.direction == "maximize":
