@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 from benchmarks.common import DIGITS, quiet, spec_with
 from benchmarks.tabular import Table, build
 from hpo.service.space import suggest
-from hpo.service.study import make_sampler, sampler_name
+from hpo.service.study import make_sampler, sampler_name, startup_trials
 from hpo.spec.spec import Spec, spec_from_dict
 
 SAMPLERS: dict[str, dict[str, Any]] = {
@@ -101,7 +101,8 @@ def trials_to_reach(curve: list[float], target: float) -> int | None:
 def report(table: Table, seeds: int, trials: int) -> None:
     curves: dict[str, list[list[float]]] = {}
     cost: dict[str, float] = {}
-    resolved = sampler_name(spec_for(SAMPLERS["auto"], 0, trials))
+    auto = spec_for(SAMPLERS["auto"], 0, trials)
+    resolved = f"{sampler_name(auto)} with {startup_trials(auto)} start-up trials"
     for label, sampler in SAMPLERS.items():
         studies = [best_so_far(table, spec_for(sampler, seed, trials), trials) for seed in range(seeds)]
         curves[label] = [c for c, _ in studies]

@@ -57,3 +57,20 @@ def test_narrowing_a_study_without_complete_trials_is_one_line(tmp_path: Path) -
     create_or_resume(load_spec(write_spec(tmp_path, study={"name": "empty"})), open_storage(url))
     done = hpo("narrow", "empty", "-o", str(tmp_path / "next.yaml"), url=url, cwd=tmp_path)
     assert done.returncode == 2 and "no complete trial yet" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_parameter_every_complete_trial_drew_alike_is_fixed_as_unmeasured_not_as_unimportant(
+    tmp_path: Path,
+) -> None:
+    from hpo.report.narrow import narrow
+
+    spec = load_spec(write_spec(tmp_path, study={"name": "alike", "n_trials": 40}, search=SEARCH))
+    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    rng = np.random.default_rng(1)
+    for _ in range(12):  # batch size 32 in every trial: fANOVA cannot say whether it matters
+        p = {**random_params(rng), "batch_size": 32}
+        add(study, p, value=5 + 4 * (math.log10(p["lr"]) + 3) ** 2, curve=[1.0] * 4)
+    changes = {c.name: c for c in narrow(spec, study.get_trials(), "FID")}
+    assert changes["batch_size"].action == "fixed" and changes["batch_size"].value == 32
+    assert "every complete trial drew 32, so its effect is unmeasured" in changes["batch_size"].evidence
+    assert "did not matter" not in changes["batch_size"].evidence

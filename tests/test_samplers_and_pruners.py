@@ -10,7 +10,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.service.study import AUTO_GP_UP_TO, DEFAULT_STARTUP, make_pruner, make_sampler, sampler_name
+from hpo.service.study import AUTO_GP_UP_TO, TPE_STARTUP, make_pruner, make_sampler, sampler_name, startup_trials
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import SamplerSettings, Spec
 from tests.service_helpers import write_spec
@@ -34,14 +34,24 @@ def test_a_named_sampler_is_kept_and_the_start_up_count_defaults_to_the_measured
     s = spec(tmp_path, study={"n_trials": 10}, sampler={"name": "tpe", "seed": 3})
     assert sampler_name(s) == "tpe" and s.sampler.n_startup_trials is None
     study = optuna.create_study(sampler=make_sampler(s))
-    for i in range(DEFAULT_STARTUP):  # identical start-up draws: it has not begun modelling yet
+    for i in range(TPE_STARTUP):  # identical start-up draws: it has not begun modelling yet
         trial = study.ask()
         trial.suggest_float("x", 0.0, 1.0)
         study.tell(trial, float(i))
     independent = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
-    randoms = [independent.ask().suggest_float("x", 0.0, 1.0) for _ in range(DEFAULT_STARTUP)]
+    randoms = [independent.ask().suggest_float("x", 0.0, 1.0) for _ in range(TPE_STARTUP)]
     assert [t.params["x"] for t in study.get_trials()] == pytest.approx(randoms)
     assert SamplerSettings().name == "auto"  # the default
+
+
+@pytest.mark.parametrize(("n_trials", "startup"), [(6, 4), (10, 4), (21, 7), (30, 10), (90, 10)])
+def test_gp_starts_modelling_after_a_third_of_the_study_within_4_and_10(
+    tmp_path: Path, n_trials: int, startup: int
+) -> None:
+    s = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto"})
+    assert startup_trials(s) == startup
+    explicit = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto", "n_startup_trials": 2})
+    assert startup_trials(explicit) == 2
 
 
 def decisions(pruner: optuna.pruners.BasePruner, finished: list[float], candidate: float) -> bool:

@@ -52,12 +52,21 @@ def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Chang
         evidence = _importance_text(imp, name)
         _, high = imp.intervals.get(name, (0.0, imp.fanova.get(name, 0.0)))
         if name not in imp.fanova or high < MATTERS:
-            changes.append(Change(name, "fixed", f"{evidence}: did not matter; fixed at the best trial's value",
+            verdict = "did not matter" if name in imp.fanova else _unranked(done, name)
+            changes.append(Change(name, "fixed", f"{evidence}: {verdict}; fixed at the best trial's value",
                                   value=readable(best.params[name])))  # fmt: skip
             continue
         values = [t.params[name] for t in top if name in t.params]
         changes.append(_narrowed(name, body, values, evidence, best.params[name], len(top)))
     return changes
+
+
+def _unranked(done: Sequence[FrozenTrial], name: str) -> str:
+    """Why fANOVA could not rank ``name``: said as what the complete trials show, not as "did not matter"."""
+    drawn = {repr(t.params[name]) for t in done if name in t.params}
+    if len(drawn) == 1:
+        return f"every complete trial drew {drawn.pop()}, so its effect is unmeasured"
+    return "its effect is unmeasured"
 
 
 def readable(value: Any) -> Any:

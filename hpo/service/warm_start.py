@@ -34,7 +34,7 @@ from hpo.service.trials import CARRIED_ATTR, own_trials
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec
 
-TOP = 3  # best configurations of the other study enqueued first (at most a third of n_trials)
+TOP = 3  # configurations of the other study enqueued first: from its best third, at most a third of n_trials
 RELATIVE_TOLERANCE = 1e-3
 
 
@@ -157,7 +157,7 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
     if spec.study.direction == "maximize":
         ranked.reverse()
     queued = [dict(b) for b in spec.baselines]
-    for t in ranked:
+    for t in ranked[: math.ceil(len(ranked) / 3)]:  # never re-run a configuration that scored in the worse part
         if len(out.enqueued) >= min(TOP, max(1, spec.study.n_trials // 3)):
             break
         params = {name: t.params[name] for name in dists}
