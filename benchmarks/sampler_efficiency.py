@@ -23,6 +23,7 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,9 @@ from optuna.trial import TrialState
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
-from benchmarks.tabular import Table, build
+from benchmarks.tabular import NUM_EVALS, Table, build
 from hpo.service.space import suggest
-from hpo.service.study import make_sampler, sampler_name, startup_trials
+from hpo.service.study import make_pruner, make_sampler, sampler_name, startup_trials
 from hpo.spec.spec import Spec, spec_from_dict
 
 SAMPLERS: dict[str, dict[str, Any]] = {
@@ -49,34 +50,58 @@ SAMPLERS: dict[str, dict[str, Any]] = {
 CHECKPOINTS = (5, 10, 15, 30)
 
 
-def spec_for(sampler: dict[str, Any], seed: int, trials: int) -> Spec:
-    raw = spec_with(DIGITS, sampler={**sampler, "seed": seed}, study={**DIGITS["study"], "n_trials": trials})
+def spec_for(sampler: dict[str, Any], seed: int, trials: int, pruner: dict[str, Any] | None = None) -> Spec:
+    raw = spec_with(
+        DIGITS, sampler={**sampler, "seed": seed}, study={**DIGITS["study"], "n_trials": trials},
+        pruner=pruner or {"name": "none"}, merge_train={"num_evals": NUM_EVALS},
+    )  # fmt: skip
     return spec_from_dict(raw, file="sampler_efficiency")
 
 
-def evaluate(study: optuna.Study, trial: optuna.Trial, table: Table, params: dict[str, Any]) -> float:
-    """Tell ``study`` the table's score of ``params``; a diverged cell is pruned, as the objective prunes it."""
-    value = table.score(params["lr"], params["batch_size"], params["timesteps"], params["schedule"])
-    if math.isfinite(value):
+def evaluate(study: optuna.Study, trial: optuna.Trial, table: Table, params: dict[str, Any]) -> tuple[float, int]:
+    """Report the table's curve of ``params`` point by point to the study's pruner, as a worker does,
+    then tell the score: (score, or inf when pruned or diverged; evaluation points trained)."""
+    key = (params["lr"], params["batch_size"], params["timesteps"], params["schedule"])
+    value, curve = table.score(*key), table.curve(*key)
+    for k, point in enumerate(curve, 1):
+        trial.report(point, step=k)
+        if trial.should_prune():
+            study.tell(trial, state=TrialState.PRUNED)
+            return math.inf, k
+    if math.isfinite(value) and len(curve) == NUM_EVALS:
         study.tell(trial, value)
-    else:
-        study.tell(trial, state=TrialState.PRUNED)
-    return value
+        return value, len(curve)
+    study.tell(trial, state=TrialState.PRUNED)  # diverged: the objective prunes it
+    return math.inf, len(curve)
 
 
-def best_so_far(table: Table, spec: Spec, trials: int) -> tuple[list[float], float]:
-    """One study driven by the service's sampler on ``table``: the best score after each trial, and
-    the sampler's mean seconds per proposal."""
-    study = optuna.create_study(sampler=make_sampler(spec))
-    best, out, spent = math.inf, [], 0.0
+@dataclass(frozen=True)
+class Run:
+    best: list[float]  # the best score after each trial
+    seconds: float  # the sampler's mean seconds per proposal
+    points: list[int]  # evaluation points trained after each trial, all trials together
+    distinct: int  # distinct configurations proposed
+
+    def best_within(self, points: int) -> float:
+        """The best score found before the study had trained more than ``points`` evaluation points."""
+        return min((b for b, p in zip(self.best, self.points, strict=True) if p <= points), default=math.inf)
+
+
+def run_study(table: Table, spec: Spec, trials: int) -> Run:
+    """One study driven by the service's sampler and pruner on ``table``."""
+    study = optuna.create_study(sampler=make_sampler(spec), pruner=make_pruner(spec))
+    best, out, spent, points, seen = math.inf, [], 0.0, [0], set()
     for _ in range(trials):
         started = time.perf_counter()
         trial = study.ask()
         params = suggest(trial, spec.search)
         spent += time.perf_counter() - started
-        best = min(best, evaluate(study, trial, table, params))
+        value, trained = evaluate(study, trial, table, params)
+        best = min(best, value)
+        points.append(points[-1] + trained)
+        seen.add(tuple(sorted(params.items())))
         out.append(best)
-    return out, spent / trials
+    return Run(out, spent / trials, points[1:], len(seen))
 
 
 def proposal_cost(table: Table, sizes: tuple[int, ...]) -> dict[int, float]:
@@ -99,35 +124,48 @@ def trials_to_reach(curve: list[float], target: float) -> int | None:
 
 
 def report(table: Table, seeds: int, trials: int) -> None:
-    curves: dict[str, list[list[float]]] = {}
-    cost: dict[str, float] = {}
-    auto = spec_for(SAMPLERS["auto"], 0, trials)
-    resolved = f"{sampler_name(auto)} with {startup_trials(auto)} start-up trials"
-    for label, sampler in SAMPLERS.items():
-        studies = [best_so_far(table, spec_for(sampler, seed, trials), trials) for seed in range(seeds)]
-        curves[label] = [c for c, _ in studies]
-        cost[label] = statistics.mean(s for _, s in studies)
-    target = statistics.median(c[-1] for c in curves["random"])
     print(
         f"\n## {table.dataset}: {seeds} seeds × {trials} trials per sampler; table of {len(table.cells)} cells at "
         f"{table.kimg:g} kimg (best cell {table.best():.4g}, median cell {table.quantile(0.5):.4g}); "
         f"training seed sd {table.seed_sd:.3g} (best {len(table.replicates)} cells × 3 seeds)"
     )
-    print(f"random's best-of-{trials} (median over seeds): {target:.4g}; auto is {resolved} at {trials} trials")
-    head = "".join(f"{f'best@{k}':>16}" for k in CHECKPOINTS if k <= trials)
-    print(f"{'sampler':>18}{head}{'trials to reach':>18}{'reached':>9}{'s/proposal':>11}")
-    for label, runs in curves.items():
-        cells = ""
-        for k in (k for k in CHECKPOINTS if k <= trials):
-            at = [c[k - 1] for c in runs]
-            cells += f"{statistics.mean(at):>9.4g} ± {statistics.stdev(at):<4.2g}"
-        reach = [trials_to_reach(c, target) for c in runs]
-        needed = [math.inf if r is None else r for r in reach]  # a seed that never reaches it counts as never
-        median = statistics.median(needed)
-        quart = "–".join(f"{q:.0f}" if math.isfinite(q) else "never" for q in np.quantile(needed, [0.25, 0.75]))
-        hit = [r for r in reach if r is not None]
-        median_text = f"{median:g} ({quart})" if math.isfinite(median) else f"never ({quart})"
-        print(f"{label:>18}{cells}{median_text:>18}{len(hit):>5}/{len(reach):<3}{cost[label]:>11.3f}")
+    target = math.nan
+    for pruner in ({"name": "none"}, DIGITS["pruner"]):
+        runs = {
+            label: [run_study(table, spec_for(sampler, seed, trials, pruner), trials) for seed in range(seeds)]
+            for label, sampler in SAMPLERS.items()
+        }
+        if pruner["name"] == "none":
+            target = statistics.median(r.best[-1] for r in runs["random"])
+            auto = spec_for(SAMPLERS["auto"], 0, trials, pruner)
+            print(f"random's best-of-{trials} without pruning (median over seeds): {target:.4g}; auto is "
+                  f"{sampler_name(auto)} with {startup_trials(auto)} start-up trials at {trials} trials")  # fmt: skip
+        print(f"\npruner: {pruner}")
+        head = "".join(f"{f'best@{k}':>16}" for k in CHECKPOINTS if k <= trials) + f"{'best@½compute':>16}"
+        print(f"{'sampler':>18}{head}{'trials to reach':>18}{'reached':>9}{'compute':>8}{'distinct':>9}{'s/prop.':>8}")
+        for label, studies in runs.items():
+            print(f"{label:>18}{row(studies, target, trials)}")
+
+
+def row(studies: list[Run], target: float, trials: int) -> str:
+    """best@k (mean ± sd over seeds), the best within half the unpruned study's compute, trials to
+    reach ``target`` (median, quartiles, seeds that reach it), compute (share of the unpruned
+    budget), distinct configurations and seconds per proposal."""
+    cells = ""
+    for k in (k for k in CHECKPOINTS if k <= trials):
+        at = [r.best[k - 1] for r in studies]
+        cells += f"{statistics.mean(at):>9.4g} ± {statistics.stdev(at):<4.2g}"
+    needed = [trials_to_reach(r.best, target) or math.inf for r in studies]  # never reaching counts as never
+    median = statistics.median(needed)
+    quart = "–".join(f"{q:.0f}" if math.isfinite(q) else "never" for q in np.quantile(needed, [0.25, 0.75]))
+    median_text = f"{median:g} ({quart})" if math.isfinite(median) else f"never ({quart})"
+    hit = sum(1 for n in needed if math.isfinite(n))
+    compute = statistics.mean(r.points[-1] for r in studies) / (trials * NUM_EVALS)
+    half = [r.best_within(trials * NUM_EVALS // 2) for r in studies]
+    cells += f"{statistics.mean(half):>9.4g} ± {statistics.stdev(half):<4.2g}"
+    distinct = statistics.mean(r.distinct for r in studies)
+    seconds = statistics.mean(r.seconds for r in studies)
+    return f"{cells}{median_text:>18}{hit:>5}/{len(studies):<3}{compute:>8.0%}{distinct:>9.1f}{seconds:>8.3f}"
 
 
 def main() -> None:

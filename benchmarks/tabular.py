@@ -70,18 +70,28 @@ class Table:
         groups = [v for v in self.replicates.values() if all(math.isfinite(x) for x in v)]
         return math.sqrt(statistics.mean(statistics.variance(v) for v in groups)) if groups else math.nan
 
-    def score(self, lr: float, batch_size: int, timesteps: int, schedule: Schedule) -> float:
-        """The score at any lr inside the range: linear in log10(lr) between the measured neighbours;
-        inf if either neighbour diverged (a run between a diverging and a training lr is not trusted)."""
+    def _neighbours(self, lr: float, rest: tuple[int, int, Schedule]) -> tuple[Measured, Measured, float]:
+        """The measured cells either side of ``lr`` (log10) and the weight of the upper one."""
         x = min(max(math.log10(lr), LR_EXPONENTS[0]), LR_EXPONENTS[-1])
         hi = next(i for i, e in enumerate(LR_EXPONENTS) if e >= x - 1e-12)
         lo = max(hi - 1, 0)
-        a = self.cells[cell_key((LR_EXPONENTS[lo], batch_size, timesteps, schedule))].score
-        b = self.cells[cell_key((LR_EXPONENTS[hi], batch_size, timesteps, schedule))].score
-        if lo == hi:
-            return a
-        w = (x - LR_EXPONENTS[lo]) / (LR_EXPONENTS[hi] - LR_EXPONENTS[lo])
-        return a + w * (b - a) if math.isfinite(a) and math.isfinite(b) else DIVERGED
+        a = self.cells[cell_key((LR_EXPONENTS[lo], *rest))]
+        b = self.cells[cell_key((LR_EXPONENTS[hi], *rest))]
+        w = 0.0 if lo == hi else (x - LR_EXPONENTS[lo]) / (LR_EXPONENTS[hi] - LR_EXPONENTS[lo])
+        return a, b, w
+
+    def score(self, lr: float, batch_size: int, timesteps: int, schedule: Schedule) -> float:
+        """The score at any lr inside the range: linear in log10(lr) between the measured neighbours;
+        inf if either neighbour diverged (a run between a diverging and a training lr is not trusted)."""
+        a, b, w = self._neighbours(lr, (batch_size, timesteps, schedule))
+        if w == 0.0:
+            return a.score
+        return a.score + w * (b.score - a.score) if math.isfinite(a.score) and math.isfinite(b.score) else DIVERGED
+
+    def curve(self, lr: float, batch_size: int, timesteps: int, schedule: Schedule) -> tuple[float, ...]:
+        """The pruning metric's curve, interpolated the same way; as far as both neighbours reached."""
+        a, b, w = self._neighbours(lr, (batch_size, timesteps, schedule))
+        return tuple(x + w * (y - x) for x, y in zip(a.curve, b.curve, strict=False))
 
     def best(self) -> float:
         return min(m.score for m in self.cells.values())

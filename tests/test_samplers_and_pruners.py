@@ -10,7 +10,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.service.study import AUTO_GP_UP_TO, TPE_STARTUP, make_pruner, make_sampler, sampler_name, startup_trials
+from hpo.service.study import (
+    AUTO_GP_UP_TO,
+    make_pruner,
+    make_sampler,
+    sampler_name,
+    sampler_warning,
+    startup_trials,
+)
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import SamplerSettings, Spec
 from tests.service_helpers import write_spec
@@ -20,36 +27,47 @@ def spec(tmp_path: Path, **changes: Any) -> Spec:
     return load_spec(write_spec(tmp_path, **changes))
 
 
-@pytest.mark.parametrize(("n_trials", "expected"), [(10, "gp"), (AUTO_GP_UP_TO, "gp"), (AUTO_GP_UP_TO + 1, "tpe")])
-def test_auto_is_gp_for_the_study_sizes_it_was_measured_best_at_and_tpe_beyond(
-    tmp_path: Path, n_trials: int, expected: str
+@pytest.mark.parametrize(
+    ("n_trials", "pruner", "expected"),
+    [(10, "none", "gp"), (AUTO_GP_UP_TO, "none", "gp"), (AUTO_GP_UP_TO + 1, "none", "tpe"), (10, "median", "tpe")],
+)
+def test_auto_is_gp_without_pruning_for_the_study_sizes_it_was_measured_best_at_and_tpe_otherwise(
+    tmp_path: Path, n_trials: int, pruner: str, expected: str
 ) -> None:
-    s = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto", "seed": 0})
-    assert sampler_name(s) == expected
+    s = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto", "seed": 0}, pruner={"name": pruner})
+    assert sampler_name(s) == expected and sampler_warning(s) is None
     sampler = make_sampler(s)
     assert isinstance(sampler, optuna.samplers.GPSampler if expected == "gp" else optuna.samplers.TPESampler)
 
 
+def test_gp_beside_a_pruner_is_warned_about_in_one_line(tmp_path: Path) -> None:
+    s = spec(tmp_path, sampler={"name": "gp"}, pruner={"name": "median"})
+    warning = sampler_warning(s)
+    assert warning is not None and "learns from complete trials only" in warning and "\n" not in warning
+    assert sampler_warning(spec(tmp_path, sampler={"name": "gp"}, pruner={"name": "none"})) is None
+
+
 def test_a_named_sampler_is_kept_and_the_start_up_count_defaults_to_the_measured_one(tmp_path: Path) -> None:
-    s = spec(tmp_path, study={"n_trials": 10}, sampler={"name": "tpe", "seed": 3})
+    s = spec(tmp_path, study={"n_trials": 30}, sampler={"name": "tpe", "seed": 3})
     assert sampler_name(s) == "tpe" and s.sampler.n_startup_trials is None
     study = optuna.create_study(sampler=make_sampler(s))
-    for i in range(TPE_STARTUP):  # identical start-up draws: it has not begun modelling yet
+    for i in range(4):  # identical start-up draws: it has not begun modelling yet
         trial = study.ask()
         trial.suggest_float("x", 0.0, 1.0)
         study.tell(trial, float(i))
     independent = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
-    randoms = [independent.ask().suggest_float("x", 0.0, 1.0) for _ in range(TPE_STARTUP)]
+    randoms = [independent.ask().suggest_float("x", 0.0, 1.0) for _ in range(4)]
     assert [t.params["x"] for t in study.get_trials()] == pytest.approx(randoms)
     assert SamplerSettings().name == "auto"  # the default
 
 
 @pytest.mark.parametrize(("n_trials", "startup"), [(6, 4), (10, 4), (21, 7), (30, 10), (90, 10)])
-def test_gp_starts_modelling_after_a_third_of_the_study_within_4_and_10(
+def test_gp_starts_modelling_after_a_third_of_the_study_within_4_and_10_and_tpe_after_4(
     tmp_path: Path, n_trials: int, startup: int
 ) -> None:
-    s = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto"})
-    assert startup_trials(s) == startup
+    s = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto"}, pruner={"name": "none"})
+    assert sampler_name(s) == "gp" and startup_trials(s) == startup
+    assert startup_trials(spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "tpe"})) == 4
     explicit = spec(tmp_path, study={"n_trials": n_trials}, sampler={"name": "auto", "n_startup_trials": 2})
     assert startup_trials(explicit) == 2
 

@@ -19,7 +19,7 @@ from hpo.errors import HpoError
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
 from hpo.service.storage import open_storage
-from hpo.service.study import create_or_resume, existing_study, load, progress, require_spec
+from hpo.service.study import create_or_resume, existing_study, load, progress, require_spec, sampler_warning
 from hpo.service.urls import is_sqlite, redact, resolve_url, sqlite_path
 from hpo.service.warm_start import check_scored_alike, warm_start
 from hpo.service.worker import WorkerOptions
@@ -177,6 +177,8 @@ def run_launch(
     url = resolve_url(storage)
     n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
     scoring_preflight(spec, local_workers=n_workers)
+    if (warning := sampler_warning(spec)) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     check_trackers(spec.tracking)
     path = sqlite_path(url)
     fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early
