@@ -137,10 +137,9 @@ def report(table: Table, seeds: int, trials: int) -> None:
         }
         if pruner["name"] == "none":
             target = statistics.median(r.best[-1] for r in runs["random"])
-            auto = spec_for(SAMPLERS["auto"], 0, trials, pruner)
-            print(f"random's best-of-{trials} without pruning (median over seeds): {target:.4g}; auto is "
-                  f"{sampler_name(auto)} with {startup_trials(auto)} start-up trials at {trials} trials")  # fmt: skip
-        print(f"\npruner: {pruner}")
+            print(f"random's best-of-{trials} without pruning (median over seeds): {target:.4g}")
+        auto = spec_for(SAMPLERS["auto"], 0, trials, pruner)
+        print(f"\npruner: {pruner}; auto is {sampler_name(auto)} with {startup_trials(auto)} start-up trials here")
         head = "".join(f"{f'best@{k}':>16}" for k in CHECKPOINTS if k <= trials) + f"{'best@½compute':>16}"
         print(f"{'sampler':>18}{head}{'trials to reach':>18}{'reached':>9}{'compute':>8}{'distinct':>9}{'s/prop.':>8}")
         for label, studies in runs.items():

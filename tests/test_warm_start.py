@@ -50,7 +50,7 @@ def planted_source(tmp_path: Path) -> optuna.Study:
 def next_study(tmp_path: Path, **changes: object) -> tuple[optuna.Study, Spec]:
     raw = {"study": {"name": "next", "n_trials": 6}, "search": NEXT_SEARCH, "train": {"batch_size": 32}, **changes}
     spec = load_spec(write_spec(tmp_path, "next.yaml", **raw))
-    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"), baselines=False)  # as launch
     return study, spec
 
 
@@ -131,3 +131,26 @@ def test_warm_start_through_the_cli_names_what_it_carried_and_refuses_a_missing_
     report = hpo("report", "next", "-o", str(tmp_path / "next.html"), url=url, cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert "5 trial(s) of &#x27;source&#x27; informed the sampler" in (tmp_path / "next.html").read_text()
+
+
+def test_baselines_the_source_measured_are_not_run_again_unless_the_settings_changed(tmp_path: Path) -> None:
+    source = planted_source(tmp_path)
+    source_spec = load_spec(tmp_path / "source.yaml")
+    measured = {"lr": 1e-3, "schedule": "cosine", "guidance_scale": 2.0}  # trial 0, at batch 32
+    new = {"lr": 5e-4, "schedule": "linear", "guidance_scale": 2.0}
+    target, spec = next_study(tmp_path, baselines=[measured, new])
+    out = warm_start(target, spec, source, source_spec)
+    queued = [t for t in target.get_trials() if t.state == TrialState.WAITING]
+    assert out.measured_baselines == 1 and out.differs == []
+    assert queued[0].system_attrs["fixed_params"] == new and queued[0].user_attrs["baseline"] is True
+    assert "1 baseline(s) not queued: the source measured them at these settings" in out.line()
+    # a longer budget: the source's values were measured elsewhere, and every baseline runs
+    longer = {"study": {"name": "longer", "n_trials": 6}, "search": NEXT_SEARCH,
+              "train": {"batch_size": 32, "kimg": 1.6}, "baselines": [measured, new]}  # fmt: skip
+    spec = load_spec(write_spec(tmp_path, "longer.yaml", **longer))
+    target, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"), baselines=False)
+    out = warm_start(target, spec, source, source_spec)
+    assert out.differs == ["train.kimg"] and out.measured_baselines == 0
+    assert "the source trained with other train.kimg: its values were measured there" in out.line()
+    baselines = [t for t in target.get_trials() if t.user_attrs.get("baseline")]
+    assert [t.system_attrs["fixed_params"] for t in baselines] == [measured, new]

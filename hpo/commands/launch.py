@@ -191,7 +191,7 @@ def run_launch(
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
     database = store or open_storage(url)
-    study, created = create_or_resume(spec, database, name=new_name)
+    study, created = create_or_resume(spec, database, name=new_name, baselines=source is None)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
     if created and source is not None:

@@ -170,8 +170,15 @@ def existing_study(spec: Spec, storage: RDBStorage, name: str) -> optuna.Study |
     return existing
 
 
-def create_or_resume(spec: Spec, storage: RDBStorage, *, name: str | None = None) -> tuple[optuna.Study, bool]:
-    """Create the study (spec stored inside, baselines enqueued) or resume the same spec."""
+def enqueue_baseline(study: optuna.Study, params: dict[str, object]) -> None:
+    study.enqueue_trial(dict(params), user_attrs={"baseline": True})
+
+
+def create_or_resume(
+    spec: Spec, storage: RDBStorage, *, name: str | None = None, baselines: bool = True
+) -> tuple[optuna.Study, bool]:
+    """Create the study (spec stored inside, baselines enqueued unless ``baselines`` is False: a warm
+    start enqueues them itself) or resume the same spec."""
     name = name or spec.study.name
     existing = existing_study(spec, storage, name)
     spec_dict = spec.to_dict()
@@ -189,8 +196,8 @@ def create_or_resume(spec: Spec, storage: RDBStorage, *, name: str | None = None
     study.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))
     study.set_user_attr(HASH_ATTR, spec.fingerprint())
     study.set_user_attr("hpo_version", __version__)
-    for params in spec.baselines:
-        study.enqueue_trial(dict(params), user_attrs={"baseline": True})
+    for params in spec.baselines if baselines else ():
+        enqueue_baseline(study, dict(params))
     return study, True
 
 

@@ -30,9 +30,10 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hpo.errors import ConfigError, HpoError
 from hpo.service.space import distributions
+from hpo.service.study import enqueue_baseline
 from hpo.service.trials import CARRIED_ATTR, own_trials
 from hpo.spec.sampling import SAMPLING_FIELDS
-from hpo.spec.spec import Spec
+from hpo.spec.spec import Spec, changed_keys
 
 TOP = 3  # configurations of the other study enqueued first: from its best third, at most a third of n_trials
 RELATIVE_TOLERANCE = 1e-3
@@ -45,6 +46,8 @@ class Carried:
     enqueued: list[dict[str, Any]] = field(default_factory=list)  # configurations queued to run first
     skipped: Counter[str] = field(default_factory=Counter)  # why a finished trial was not carried: count
     moved: Counter[str] = field(default_factory=Counter)  # a now-fixed parameter: carried trials drawn elsewhere
+    differs: list[str] = field(default_factory=list)  # settings (not searched) the source trained with otherwise
+    measured_baselines: int = 0  # the spec's baselines not queued: the source measured them at the same settings
 
     def line(self) -> str:
         head = (
@@ -55,6 +58,10 @@ class Carried:
         if self.moved:
             moved = ", ".join(f"{n} drew {name}" for name, n in self.moved.most_common())
             head += f" ({moved} at another value than this spec fixes: carried for the parameters still searched)"
+        if self.measured_baselines:
+            head += f"; {self.measured_baselines} baseline(s) not queued: the source measured them at these settings"
+        if self.differs:
+            head += f"; the source trained with other {', '.join(self.differs)}: its values were measured there"
         if not self.skipped:
             return head
         why = "; ".join(f"{n} {reason}" for reason, n in self.skipped.most_common())
@@ -132,13 +139,30 @@ def observation(t: FrozenTrial, source: str, dists: Mapping[str, BaseDistributio
     )
 
 
+def settings_differ(source: Spec, target: Spec) -> list[str]:
+    """Data and training settings, other than searched parameters, that differ between the specs."""
+    searched = {f"train.{name}" for name in (*source.search, *target.search)}
+    old, new = source.to_dict(), target.to_dict()
+    keys = changed_keys({k: old[k] for k in ("data", "train")}, {k: new[k] for k in ("data", "train")})
+    return [k for k in keys if k not in searched and not k.startswith("data.cache_dir")]
+
+
+def measured(params: Mapping[str, Any], carried: list[FrozenTrial], dists: Mapping[str, BaseDistribution]) -> bool:
+    """Whether a complete carried trial ran exactly ``params`` (every searched parameter given)."""
+    if set(params) != set(dists):
+        return False
+    done = (t for t in carried if t.state == TrialState.COMPLETE)
+    return any(all(same_value(t.params[k], v) for k, v in params.items()) for t in done)
+
+
 def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_spec: Spec) -> Carried:
-    """Carry ``source``'s finished trials into the new study ``target`` and enqueue its best
+    """Carry ``source``'s finished trials into the new study ``target``, then enqueue the spec's
+    baselines (those the source did not measure at the same settings) and the source's best
     configurations; what was carried, queued and skipped (and why)."""
     check_scored_alike(source_spec, spec)
     dists = distributions(spec.search)
     same_points = source_spec.train.num_evals == spec.train.num_evals
-    out = Carried(source.study_name)
+    out = Carried(source.study_name, differs=settings_differ(source_spec, spec))
     carried: list[FrozenTrial] = []
     for t in own_trials(source, (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
         reason = why_not(t, spec)
@@ -157,6 +181,11 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
     if spec.study.direction == "maximize":
         ranked.reverse()
     queued = [dict(b) for b in spec.baselines]
+    for params in queued:
+        if not out.differs and measured(params, carried, dists):
+            out.measured_baselines += 1
+        else:
+            enqueue_baseline(target, params)
     for t in ranked[: math.ceil(len(ranked) / 3)]:  # never re-run a configuration that scored in the worse part
         if len(out.enqueued) >= min(TOP, max(1, spec.study.n_trials // 3)):
             break
