@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.scoring.progress import copy_floor_of, fidelity_text, floor_reading
+from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
@@ -100,11 +100,8 @@ def _stop(t: FrozenTrial, noise: float | None, copy_floor: float | None) -> str 
 
 
 def _fidelity(t: optuna.trial.FrozenTrial) -> str | None:
-    attrs = current_attrs(t)
-    precision, recall = attrs.get("precision"), attrs.get("recall")
-    if not isinstance(precision, (int, float)) or not isinstance(recall, (int, float)):
-        return None
-    return f"{precision:.2f}/{recall:.2f}"
+    pair = fidelity_pair(current_attrs(t))
+    return None if pair is None else f"{pair[0]:.2f}/{pair[1]:.2f}"
 
 
 def trials_table(study: optuna.Study, metric: str) -> str:

@@ -133,17 +133,24 @@ def copy_floor_of(floor: Floor | Mapping[str, float] | None) -> float | None:
     return max(highs) if highs else None
 
 
+def fidelity_pair(values: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(precision, recall) from stored attributes when both are numbers; the one reader of the pair."""
+    precision, recall = values.get("precision"), values.get("recall")
+    if isinstance(precision, (int, float)) and isinstance(recall, (int, float)):
+        return float(precision), float(recall)
+    return None
+
+
 def fidelity_text(scores: Mapping[str, Any], floor: Mapping[str, Any] | None) -> str | None:
     """A score's second signal, each beside what real held-out images reach: 'precision 0.82, recall
     0.64 (real images: 0.91, 0.89); class accuracy 73 % (the classifier on real images: 96 %)'."""
     floor = floor or {}
     parts = []
-    precision, recall = scores.get("precision"), scores.get("recall")
-    if isinstance(precision, (int, float)) and isinstance(recall, (int, float)):
-        real = ""
-        if isinstance(floor.get("precision"), (int, float)) and isinstance(floor.get("recall"), (int, float)):
-            real = f" (real images: {floor['precision']:.2f}, {floor['recall']:.2f})"
-        parts.append(f"precision {precision:.2f}, recall {recall:.2f}{real}")
+    if (pair := fidelity_pair(scores)) is not None:
+        real = (
+            "" if (ceiling := fidelity_pair(floor)) is None else f" (real images: {ceiling[0]:.2f}, {ceiling[1]:.2f})"
+        )
+        parts.append(f"precision {pair[0]:.2f}, recall {pair[1]:.2f}{real}")
     accuracy = scores.get("class_accuracy")
     if isinstance(accuracy, (int, float)):
         real_accuracy = floor.get("class_accuracy")
