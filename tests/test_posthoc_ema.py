@@ -80,6 +80,7 @@ def test_an_untracked_ema_length_is_rebuilt_from_the_snapshots_like_a_tracked_on
     assert error / float((truth - first).norm()) < 0.02  # and small against how far the weights moved
     model = rebuilt.model(0.15)
     assert model.net is not result.model.net and rebuilt.model(None) is result.model
+    assert rebuilt.fit(0.15) is rebuilt.fit(0.15)  # solved once per length (the trial's residual and the rebuild)
 
 
 def test_resume_keeps_the_snapshots_and_writes_the_same_ones(digits8: ImageData, tmp_path: Path) -> None:

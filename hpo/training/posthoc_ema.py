@@ -156,9 +156,14 @@ class PosthocEma:
             raise FileNotFoundError(f"no EMA snapshots in {folder}: train with train.ema_profiles set")
         self.step = upto or max(s.step for s in self.snapshots)
         self._cached: tuple[float, DiffusionModel] | None = None
+        self._fits: dict[float, Fit] = {}
 
     def fit(self, sigma_rel: float) -> Fit:
-        return solve([(s.step, s.gamma) for s in self.snapshots], self.step, sigma_rel_to_gamma(sigma_rel))
+        """The least-squares coefficients for ``sigma_rel``, solved once per length."""
+        if sigma_rel not in self._fits:
+            profiles = [(s.step, s.gamma) for s in self.snapshots]
+            self._fits[sigma_rel] = solve(profiles, self.step, sigma_rel_to_gamma(sigma_rel))
+        return self._fits[sigma_rel]
 
     def weights(self, sigma_rel: float) -> dict[str, torch.Tensor]:
         return combine(self.snapshots, self.fit(sigma_rel).coefficients)
