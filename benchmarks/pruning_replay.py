@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
-from benchmarks.tabular import NUM_EVALS, Measured, Table, build
+from benchmarks.tabular import NUM_EVALS, Measured, Table, build, replay_trial
 from hpo.service.study import make_pruner
 from hpo.spec.spec import spec_from_dict
 
@@ -62,24 +61,14 @@ class Replay:
 
 def replay(pruner: dict[str, Any], trials: list[Measured], name: str) -> Replay:
     """The pruner deciding on ``trials``' curves in order, in a study named ``name`` (Hyperband
-    assigns brackets by it). A curve shorter than the budget is a run that diverged there."""
+    assigns brackets by it)."""
     raw = spec_with(DIGITS, pruner=pruner, merge_train={"num_evals": NUM_EVALS})
     study = optuna.create_study(study_name=name, pruner=make_pruner(spec_from_dict(raw, file=name)))
     points, kept = 0, []
     for m in trials:
-        trial = study.ask()
-        for k, value in enumerate(m.curve, 1):
-            points += 1
-            trial.report(value, step=k)
-            if trial.should_prune():
-                study.tell(trial, state=TrialState.PRUNED)
-                break
-        else:
-            if len(m.curve) < NUM_EVALS or not math.isfinite(m.score):
-                study.tell(trial, state=TrialState.PRUNED)  # diverged: the objective prunes it
-            else:
-                study.tell(trial, m.score)
-                kept.append(m.score)
+        value, trained = replay_trial(study, study.ask(), m)
+        points += trained
+        kept.append(value)
     finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == NUM_EVALS]
     return Replay(points, min(kept, default=math.inf), min(finite, default=math.inf))
 

@@ -29,12 +29,11 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import TrialState
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
-from benchmarks.tabular import NUM_EVALS, Table, build
+from benchmarks.tabular import NUM_EVALS, Table, build, replay_trial
 from hpo.service.space import suggest
 from hpo.service.study import make_pruner, make_sampler, sampler_name, startup_trials
 from hpo.spec.spec import Spec, spec_from_dict
@@ -58,23 +57,6 @@ def spec_for(sampler: dict[str, Any], seed: int, trials: int, pruner: dict[str, 
     return spec_from_dict(raw, file="sampler_efficiency")
 
 
-def evaluate(study: optuna.Study, trial: optuna.Trial, table: Table, params: dict[str, Any]) -> tuple[float, int]:
-    """Report the table's curve of ``params`` point by point to the study's pruner, as a worker does,
-    then tell the score: (score, or inf when pruned or diverged; evaluation points trained)."""
-    key = (params["lr"], params["batch_size"], params["timesteps"], params["schedule"])
-    value, curve = table.score(*key), table.curve(*key)
-    for k, point in enumerate(curve, 1):
-        trial.report(point, step=k)
-        if trial.should_prune():
-            study.tell(trial, state=TrialState.PRUNED)
-            return math.inf, k
-    if math.isfinite(value) and len(curve) == NUM_EVALS:
-        study.tell(trial, value)
-        return value, len(curve)
-    study.tell(trial, state=TrialState.PRUNED)  # diverged: the objective prunes it
-    return math.inf, len(curve)
-
-
 @dataclass(frozen=True)
 class Run:
     best: list[float]  # the best score after each trial
@@ -96,7 +78,7 @@ def run_study(table: Table, spec: Spec, trials: int) -> Run:
         trial = study.ask()
         params = suggest(trial, spec.search)
         spent += time.perf_counter() - started
-        value, trained = evaluate(study, trial, table, params)
+        value, trained = replay_trial(study, trial, table.at(params))
         best = min(best, value)
         points.append(points[-1] + trained)
         seen.add(tuple(sorted(params.items())))
@@ -115,7 +97,7 @@ def proposal_cost(table: Table, sizes: tuple[int, ...]) -> dict[int, float]:
         params = suggest(trial, spec.search)
         if n in sizes:
             out[n] = time.perf_counter() - started
-        evaluate(study, trial, table, params)
+        replay_trial(study, trial, table.at(params))
     return out
 
 

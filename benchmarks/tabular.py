@@ -93,11 +93,34 @@ class Table:
         a, b, w = self._neighbours(lr, (batch_size, timesteps, schedule))
         return tuple(x + w * (y - x) for x, y in zip(a.curve, b.curve, strict=False))
 
+    def at(self, params: dict[str, Any]) -> Measured:
+        """The (interpolated) run of a trial's parameters."""
+        key = (params["lr"], params["batch_size"], params["timesteps"], params["schedule"])
+        return Measured(self.score(*key), self.curve(*key))
+
     def best(self) -> float:
         return min(m.score for m in self.cells.values())
 
     def quantile(self, q: float) -> float:
         return float(np.quantile([m.score for m in self.cells.values() if math.isfinite(m.score)], q))
+
+
+def replay_trial(study: Any, trial: Any, m: Measured) -> tuple[float, int]:
+    """Report ``m``'s curve point by point to the study's pruner, as a worker does, then tell its
+    score: (the score, or inf when pruned or diverged; evaluation points trained). A curve shorter
+    than the budget is a run that diverged there: the objective prunes it."""
+    from optuna.trial import TrialState
+
+    for k, point in enumerate(m.curve, 1):
+        trial.report(point, step=k)
+        if trial.should_prune():
+            study.tell(trial, state=TrialState.PRUNED)
+            return math.inf, k
+    if math.isfinite(m.score) and len(m.curve) == NUM_EVALS:
+        study.tell(trial, m.score)
+        return m.score, len(m.curve)
+    study.tell(trial, state=TrialState.PRUNED)
+    return math.inf, len(m.curve)
 
 
 def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured, float]:
@@ -146,7 +169,7 @@ def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured
 
 
 def _load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.exists() else {"cells": {}, "replicates": {}, "seconds": 0.0}
+    return json.loads(path.read_text()) if path.exists() else {"cells": {}, "seeded": {}, "seconds": 0.0}
 
 
 def _save(path: Path, raw: dict[str, Any]) -> None:
@@ -156,6 +179,9 @@ def _save(path: Path, raw: dict[str, Any]) -> None:
 
 
 def _run(jobs: list[tuple[str, float, Cell, int, str]], processes: int) -> Any:
+    """Measure ``jobs`` in ``processes`` one-thread processes (none started when the cache has all)."""
+    if not jobs:
+        return
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(processes) as pool:
         yield from pool.imap_unordered(_measure, jobs)
@@ -177,16 +203,13 @@ def build(dataset: str, kimg: float, cache: Path, *, processes: int = 2) -> Tabl
             print(f"  {dataset}: {done}/{len(todo)} cells", flush=True)
     ranked = sorted(raw["cells"], key=lambda k: raw["cells"][k]["score"])[:REPLICATED_CELLS]
     cells = {k: c for c in all_cells() if (k := cell_key(c)) in ranked}
+    seeded: dict[str, dict[str, float]] = raw.setdefault("seeded", {})  # cell key -> seed -> score
     todo = [(dataset, kimg, cells[k], s, str(cache)) for k in ranked for s in REPLICATE_SEEDS
-            if len(raw["replicates"].get(k, [])) < 1 + len(REPLICATE_SEEDS)]  # fmt: skip
-    todo = [j for j in todo if str(j[3]) not in raw.setdefault("seeded", {}).get(cell_key(j[2]), {})]
+            if str(s) not in seeded.get(k, {})]  # fmt: skip
     for key, seed, m, seconds in _run(todo, processes):
-        raw["seeded"].setdefault(key, {})[str(seed)] = m.score
+        seeded.setdefault(key, {})[str(seed)] = m.score
         raw["seconds"] += seconds
-    raw["replicates"] = {
-        k: [raw["cells"][k]["score"], *(raw["seeded"][k][str(s)] for s in REPLICATE_SEEDS)]
-        for k in ranked if all(str(s) in raw.get("seeded", {}).get(k, {}) for s in REPLICATE_SEEDS)
-    }  # fmt: skip
+    raw["replicates"] = {k: [raw["cells"][k]["score"], *(seeded[k][str(s)] for s in REPLICATE_SEEDS)] for k in ranked}
     _save(path, raw)
     cells_m = {k: Measured(float(v["score"]), tuple(v["curve"])) for k, v in raw["cells"].items()}
     return Table(dataset, kimg, cells_m, raw["replicates"], raw["seconds"])

@@ -118,8 +118,14 @@ def test_warm_start_through_the_cli_names_what_it_carried_and_refuses_a_missing_
     missing = hpo("launch", str(path), "--warm-start", "nope", "--workers", "0", "--detach", "--skip-doctor",
                   url=url, cwd=tmp_path)  # fmt: skip
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
-    assert "no study named 'nope'" in missing.stderr
+    assert "no study named 'nope'" in missing.stderr and missing.stderr.count("\n") == 1
     assert "next" not in optuna.get_all_study_names(open_storage(url))  # nothing created
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    none = hpo("launch", str(path), "--warm-start", "source", "--workers", "0", "--detach", "--skip-doctor",
+               url=f"sqlite:///{fresh / 'new.db'}", cwd=fresh)  # fmt: skip
+    assert none.returncode != 0 and none.stderr.count("\n") == 1 and "(no database there yet)" in none.stderr
+    assert list(fresh.iterdir()) == []  # no database created
     done = hpo("launch", str(path), "--warm-start", "source", "--workers", "0", "--detach", "--skip-doctor",
                url=url, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -138,11 +144,13 @@ def test_baselines_the_source_measured_are_not_run_again_unless_the_settings_cha
     source_spec = load_spec(tmp_path / "source.yaml")
     measured = {"lr": 1e-3, "schedule": "cosine", "guidance_scale": 2.0}  # trial 0, at batch 32
     new = {"lr": 5e-4, "schedule": "linear", "guidance_scale": 2.0}
-    target, spec = next_study(tmp_path, baselines=[measured, new])
+    elsewhere = {"lr": 1e-3, "schedule": "linear", "guidance_scale": 1.5}  # trial 4, but at batch 16: not this run
+    target, spec = next_study(tmp_path, baselines=[measured, new, elsewhere])
     out = warm_start(target, spec, source, source_spec)
     queued = [t for t in target.get_trials() if t.state == TrialState.WAITING]
     assert out.measured_baselines == 1 and out.differs == []
-    assert queued[0].system_attrs["fixed_params"] == new and queued[0].user_attrs["baseline"] is True
+    assert [t.system_attrs["fixed_params"] for t in queued[:2]] == [new, elsewhere]
+    assert all(t.user_attrs["baseline"] is True for t in queued[:2])
     assert "1 baseline(s) not queued: the source measured them at these settings" in out.line()
     # a longer budget: the source's values were measured elsewhere, and every baseline runs
     longer = {"study": {"name": "longer", "n_trials": 6}, "search": NEXT_SEARCH,

@@ -147,12 +147,13 @@ def settings_differ(source: Spec, target: Spec) -> list[str]:
     return [k for k in keys if k not in searched and not k.startswith("data.cache_dir")]
 
 
-def measured(params: Mapping[str, Any], carried: list[FrozenTrial], dists: Mapping[str, BaseDistribution]) -> bool:
-    """Whether a complete carried trial ran exactly ``params`` (every searched parameter given)."""
-    if set(params) != set(dists):
+def measured(params: Mapping[str, Any], carried: list[FrozenTrial], spec: Spec) -> bool:
+    """Whether a complete carried trial ran exactly ``params`` under ``spec``: every searched
+    parameter given and equal, and nothing it drew that the spec now fixes elsewhere."""
+    if set(params) != set(spec.search):
         return False
-    done = (t for t in carried if t.state == TrialState.COMPLETE)
-    return any(all(same_value(t.params[k], v) for k, v in params.items()) for t in done)
+    exact = (t for t in carried if t.state == TrialState.COMPLETE and not moved_parameters(t, spec))
+    return any(all(same_value(t.params[k], v) for k, v in params.items()) for t in exact)
 
 
 def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_spec: Spec) -> Carried:
@@ -182,7 +183,7 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
         ranked.reverse()
     queued = [dict(b) for b in spec.baselines]
     for params in queued:
-        if not out.differs and measured(params, carried, dists):
+        if not out.differs and measured(params, carried, spec):
             out.measured_baselines += 1
         else:
             enqueue_baseline(target, params)
