@@ -31,7 +31,7 @@ def batch_of(data: ImageData) -> torch.Tensor:
 
 def test_healthy_digits_pass_every_fast_check(tmp_path: Path) -> None:
     search = {**TINY_SPEC["search"], "ddim_steps": {"type": "int", "low": 10, "high": 20, "step": 10}}
-    spec = load_spec(write_spec(tmp_path, search=search, train={"timesteps": 100}))
+    spec = load_spec(write_spec(tmp_path, search=search, train={"timesteps": 100}, score={"num_samples": 160}))
     checks = run_doctor(spec, fast=True, out_dir=tmp_path)
     assert [c.status for c in checks] == ["pass"] * len(checks), [c.line() for c in checks]
     assert (tmp_path / "doctor-batch.png").exists()

@@ -79,7 +79,7 @@ def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
     result = run_sweep(scorer, model, COMBOS, screen_samples=16, rescore_top=1)
     assert [s.stage for s in result.scores] == ["screen"] * 4 + ["full"]
     assert drawn == [16] * 4 + [32]  # the finalist's 16 screening samples are the first 16 of its 48
-    screened_best = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid)
+    screened_best = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value)
     assert result.best.sampling == screened_best.sampling and result.best.num_samples == 48
 
 

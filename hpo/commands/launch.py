@@ -25,7 +25,7 @@ from hpo.service.warm_start import check_scored_alike, warm_start
 from hpo.service.worker import WorkerOptions
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name
-from hpo.spec.spec import Spec
+from hpo.spec.spec import Spec, sample_count_problems
 from hpo.tracking.external import check_trackers
 from hpo.training.runtime import threads_per_worker
 
@@ -179,6 +179,8 @@ def run_launch(
     scoring_preflight(spec, local_workers=n_workers)
     if (warning := sampler_warning(spec)) is not None:
         print(f"warning: {warning}", file=sys.stderr)
+    for problem in sample_count_problems(spec):
+        print(f"warning: {problem.key}: {problem.message}", file=sys.stderr)
     check_trackers(spec.tracking)
     path = sqlite_path(url)
     fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early

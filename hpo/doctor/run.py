@@ -14,8 +14,9 @@ from hpo.doctor.checklist import Checklist
 from hpo.doctor.result import Check
 from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
+from hpo.spec.counts import feature_dim
 from hpo.spec.params import candidates, param_bounds
-from hpo.spec.spec import Spec
+from hpo.spec.spec import Spec, sample_count_problems
 from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
 from hpo.training.refusal import schedule_label, schedule_refusal
@@ -89,6 +90,20 @@ def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: 
     return checks
 
 
+def sample_counts(spec: Spec, channels: int) -> Check:
+    """Whether FID and the screen are well-posed in the feature space (:mod:`hpo.spec.counts`)."""
+    problems = sample_count_problems(spec, channels)
+    if problems:
+        worst = next((p for p in problems if p.fatal), problems[0])
+        return Check(
+            "scoring: sample counts", "fail" if worst.fatal else "warn", f"{worst.key}: {worst.message}",
+            f"raise {worst.key}",
+        )  # fmt: skip
+    d, sweep = feature_dim(spec.score.features, channels), spec.sampling
+    screen = f"screen {sweep.screen_samples} by {sweep.screen_by.upper()}, " if sweep.screen_samples else ""
+    return Check("scoring: sample counts", "pass", f"{screen}FID on {spec.score.num_samples} samples in {d} dimensions")
+
+
 def run_doctor(
     spec: Spec,
     *,
@@ -105,7 +120,7 @@ def run_doctor(
     cfg = base_config(spec)
     device = resolve_device(cfg.device)
     cfg = cfg.replace(device=str(device))
-    out.add(data_checks.counts(data), data_checks.unreadable(data))
+    out.add(data_checks.counts(data), data_checks.unreadable(data), sample_counts(spec, data.channels))
     if not fast:
         out.add(data_checks.source_files(spec.data))
         with out.running("data: duplicates"):

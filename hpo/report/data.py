@@ -15,9 +15,10 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scoring.noise import Noise
-from hpo.scoring.sweep import ComboScore
+from hpo.scoring.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason, noise_of
+from hpo.spec.sampling import ScreenBy
 
 
 def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -110,7 +111,7 @@ def sweep_grid(
     """(guidance values, row values (DDIM steps or EMA lengths), FID[row][guidance] at the other
     settings' best, stage): screening scores when every combination was screened (equal counts),
     else the full-count ones."""
-    stage = "screen" if any(s.stage == "screen" for s in scores) else "full"
+    stage = grid_stage(scores)
     chosen = [s for s in scores if s.stage == stage and getattr(s.sampling, rows) is not None]
     scales = sorted({s.sampling.guidance_scale for s in chosen})
     steps = sorted({getattr(s.sampling, rows) for s in chosen})
@@ -118,8 +119,27 @@ def sweep_grid(
     for s in chosen:
         i, j = steps.index(getattr(s.sampling, rows)), scales.index(s.sampling.guidance_scale)
         current = grid[i][j]
-        grid[i][j] = s.fid if current is None else min(current, s.fid)
+        grid[i][j] = s.rank_value if current is None else min(current, s.rank_value)
     return scales, steps, grid, stage
+
+
+def grid_stage(scores: Sequence[ComboScore]) -> Stage:
+    """The stage that scored every combination: screening when there was one (equal counts)."""
+    return "screen" if any(s.stage == "screen" for s in scores) else "full"
+
+
+def grid_label(scores: Sequence[ComboScore], metric: str) -> str:
+    """What a sweep grid shows: the screen's KID, or ``metric`` (FID or classifier-FID)."""
+    if grid_statistic(scores) == "fid":
+        return metric
+    count = next(s.num_samples for s in scores if s.stage == "screen")
+    return f"KID of {count} screening samples"
+
+
+def grid_statistic(scores: Sequence[ComboScore]) -> ScreenBy:
+    """What the grid's numbers are: KID when the screen ranked by it, else FID."""
+    stage = grid_stage(scores)
+    return "kid" if any(s.stage == stage and s.ranked_by == "kid" for s in scores) else "fid"
 
 
 def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, float], float]:
@@ -145,9 +165,12 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
     rel = relative_sweep(sweeps)
     (best_steps, best_w), best_gap = min(rel.items(), key=lambda kv: kv[1])
     by_steps = {n: min(gap for (m, _), gap in rel.items() if m == n) for n, _ in rel}
-    margin = noise.tie_margin if noise.sd is not None else 0.1 * (max(rel.values()) - best_gap)
+    in_fid = all(grid_statistic(sc) == "fid" for sc in sweeps)  # the noise is measured in FID units only
+    measured = noise.sd is not None and in_fid
+    margin = noise.tie_margin if measured else 0.1 * (max(rel.values()) - best_gap)
     enough = min(n for n, gap in by_steps.items() if gap - best_gap <= margin)
-    why = f"within {margin:.2g} of the best" + (" (the noise)" if noise.sd is not None else " (10% of the range)")
+    unit = "" if in_fid else " KID"
+    why = f"within{unit} {margin:.2g} of the best" + (" (the noise)" if measured else " (10% of the range)")
     return (
         f"For this data: {enough} DDIM steps are enough ({why}); guidance {best_w:g} at {best_steps} steps "
         f"scores best, over the sweeps of the top {len(sweeps)} trial(s)."

@@ -26,6 +26,7 @@ from hpo.report.data import (
     best_vs_baseline,
     complete,
     failure_groups,
+    grid_label,
     summarise,
     sweep_answer,
     sweep_of,
@@ -182,22 +183,23 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
     if not sweeps:
         return out
     best, scores = sweeps[0]
+    shown = grid_label(scores, s.metric_name)
     out += figures.figure_html(
         figures.sweep_figure(scores, s.metric_name),
-        f"{s.metric_name} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
+        f"{shown} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
     )
     ema_line = ema_sentence(scores)
     if ema_line is not None:
         out += f"<p><b>{escape(ema_line)}</b> (trial #{best.number}; EMA lengths rebuilt after training).</p>"
         out += figures.figure_html(
             figures.sweep_figure(scores, s.metric_name, rows="ema_sigma_rel"),
-            f"{s.metric_name} over guidance × EMA length, trial #{best.number}: every length from one training run "
+            f"{shown} over guidance × EMA length, trial #{best.number}: every length from one training run "
             "(post-hoc EMA, Karras et al. 2024)",
         )
     if len(sweeps) > 1:
         out += figures.figure_html(
             figures.relative_sweep_figure([sc for _, sc in sweeps]),
-            f"Across the top {len(sweeps)} trials: {s.metric_name} above each trial's best combination, averaged",
+            f"Across the top {len(sweeps)} trials: {shown} above each trial's best combination, averaged",
         )
     return out
 

@@ -84,6 +84,7 @@ def train_and_score(
         combos,
         screen_samples=sweep.screen_samples,
         rescore_top=sweep.rescore_top,
+        screen_by=sweep.screen_by,
         class_frequencies=data.class_frequencies(),
         known=known,
         on_score=on_score,

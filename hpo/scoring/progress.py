@@ -109,7 +109,7 @@ class ProgressProbe:
         labels = score_labels(self.scorer, model, class_frequencies, seed=seed)
         sample = sample_features(self.scorer, model, sampling, labels, start=0, n=n, seed=seed, keep_images=True)
         assert sample.images is not None
-        fid, kid = fid_kid(sample.feats, self.scorer.reference, seed=seed)
+        fid, kid = fid_kid(sample.feats, self.scorer.reference)
         pixels = copy_share(pixel_vectors(sample.images), self.train_pixels, "pixels")
         feats = copy_share(sample.feats, self.scorer.reference.features, "features")
         return {

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 from filelock import FileLock
 
+from hpo.scoring.distance import Reference
 from hpo.scoring.features import FeatureExtractor, extract
 from hpo.training.data import ImageData
 
@@ -33,6 +35,11 @@ class ReferenceStats:
     features: np.ndarray  # kept for KID
     count: int
     path: Path
+
+    @cached_property
+    def space(self) -> Reference:
+        """The features with what every distance to them reuses (Σ^½, KID's own term), made once."""
+        return Reference(self.features.astype(np.float64), self.mu, self.sigma)
 
 
 def reference_images(data: ImageData, split: Split) -> torch.Tensor:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from cleanfid.fid import frechet_distance, kernel_distance
 
+from hpo.scoring.distance import frechet, kid
 from hpo.scoring.features import FeatureExtractor, classifier_extractor, inception_extractor, resize_batch
 from hpo.scoring.fidelity import K, PrecisionRecall, RealManifold, matched_reference
 from hpo.scoring.reference import ReferenceStats, Split, reference_stats
@@ -33,6 +33,7 @@ class Scores:
     feature_seconds: float
     precision: float | None = None  # share of samples inside the real images' feature manifold (fidelity)
     recall: float | None = None  # share of real images inside the samples' manifold (diversity)
+    rank_deficient: bool = False  # num_samples ≤ feature dimensions: FID biased by the samples' spread
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,15 +95,10 @@ def make_scorer(
     )
 
 
-def fid_kid(feats: np.ndarray, reference: ReferenceStats, *, seed: int = 0) -> tuple[float, float]:
-    fid = float(frechet_distance(feats.mean(axis=0), np.cov(feats, rowvar=False), reference.mu, reference.sigma))
-    state = np.random.get_state()
-    np.random.seed(seed)  # clean-fid's KID draws subsets from NumPy's global generator
-    try:
-        kid = kernel_distance(feats, reference.features.astype(np.float64))
-    finally:
-        np.random.set_state(state)
-    return fid, kid
+def fid_kid(feats: np.ndarray, reference: ReferenceStats) -> tuple[float, float]:
+    """FID and KID of ``feats`` against the reference (:mod:`hpo.scoring.distance`: no sqrtm of a singular
+    matrix, KID unbiased against every reference image)."""
+    return frechet(feats, reference.space).value, kid(feats, reference.space)
 
 
 def score_labels(
@@ -149,15 +145,16 @@ def sample_features(
     return SampleFeatures(np.concatenate(feats).astype(np.float64), hits, sampling_s, feature_s, images_kept)
 
 
-def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool, seed: int = 0) -> Scores:
-    fid, kid = fid_kid(sample.feats, scorer.reference, seed=seed)
+def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool) -> Scores:
+    fid, kid_value = fid_kid(sample.feats, scorer.reference)
     n = sample.feats.shape[0]
     accuracy = sample.hits / n if scorer.extractor.classify is not None and conditional else None
     extractor = scorer.extractor
     pr = scorer.precision_recall(sample.feats) if n > K else None
     return Scores(
-        fid, kid, extractor.metric_name, extractor.name, n, accuracy, sample.sampling_seconds, sample.feature_seconds,
-        pr.precision if pr else None, pr.recall if pr else None,
+        fid, kid_value, extractor.metric_name, extractor.name, n, accuracy, sample.sampling_seconds,
+        sample.feature_seconds, pr.precision if pr else None, pr.recall if pr else None,
+        rank_deficient=n <= scorer.reference.space.dim,
     )  # fmt: skip
 
 
@@ -172,4 +169,4 @@ def score(
     """Generate ``num_samples`` images with one combination and score them."""
     labels = score_labels(scorer, model, class_frequencies, seed=seed)
     sample = sample_features(scorer, model, sampling, labels, start=0, n=scorer.config.num_samples, seed=seed)
-    return scores_of(scorer, sample, conditional=labels is not None, seed=seed)
+    return scores_of(scorer, sample, conditional=labels is not None)

@@ -2,9 +2,11 @@
 
 Every combination uses the same labels and the same initial noise per sample, so differences are
 the settings' and not the noise's. With screening, every combination is first scored on the first
-``screen_samples`` samples; the best ``rescore_top`` are then completed to ``num_samples`` (the
-screening samples are reused, since sample i is the same image in both) and the trial's value is the
-best full-count score: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
+``screen_samples`` samples and ranked by KID (``screen_by``): unbiased at any count, where FID on
+fewer samples than feature dimensions is biased by the samples' spread and ranks low-diversity
+settings first (``benchmarks/screen_agreement.py``). The best ``rescore_top`` are then completed to
+``num_samples`` (the screening samples are reused, since sample i is the same image in both) and the
+trial's value is the best full-count FID: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
 combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
 at a time, and screened in two stages (:func:`ema_stages`).
 """
@@ -19,7 +21,7 @@ from typing import Any, Literal
 import torch
 
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
-from hpo.spec.sampling import SamplingConfig
+from hpo.spec.sampling import SamplingConfig, ScreenBy
 from hpo.training.model import DiffusionModel
 from hpo.training.posthoc_ema import PosthocEma
 
@@ -39,6 +41,13 @@ class ComboScore:
     seconds: float
     precision: float | None = None  # fidelity: share of samples inside the real images' manifold
     recall: float | None = None  # diversity: share of real images inside the samples' manifold
+    rank_deficient: bool = False  # fewer samples than feature dimensions: this FID is biased by spread
+    ranked_by: ScreenBy = "fid"  # the statistic this stage compares combinations by
+
+    @property
+    def rank_value(self) -> float:
+        """The number this stage ranks by (lower is better)."""
+        return self.kid if self.ranked_by == "kid" else self.fid
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +60,8 @@ class ComboScore:
             "seconds": round(self.seconds, 3),
             "precision": self.precision,
             "recall": self.recall,
+            "rank_deficient": self.rank_deficient,
+            "ranked_by": self.ranked_by,
         }
 
     @classmethod
@@ -67,6 +78,8 @@ class ComboScore:
             float(d.get("seconds", 0.0)),
             None if precision is None else float(precision),
             None if recall is None else float(recall),
+            bool(d.get("rank_deficient", False)),
+            "kid" if d.get("ranked_by") == "kid" else "fid",
         )
 
 
@@ -94,6 +107,7 @@ def run_sweep(
     *,
     screen_samples: int = 0,
     rescore_top: int = 2,
+    screen_by: ScreenBy = "kid",
     class_frequencies: torch.Tensor | None = None,
     seed: int = 0,
     known: Sequence[ComboScore] = (),
@@ -117,13 +131,16 @@ def run_sweep(
         return sample_features(scorer, weights, combo, labels, start=start, n=count, seed=seed)
 
     def record(combo: SamplingConfig, stage: Stage, sample: SampleFeatures) -> None:
-        s = scores_of(scorer, sample, conditional=labels is not None, seed=seed)
+        s = scores_of(scorer, sample, conditional=labels is not None)
         entry = ComboScore(
             combo, stage, s.num_samples, s.fid, s.kid, s.class_accuracy, s.sampling_seconds + s.feature_seconds,
-            s.precision, s.recall,
+            s.precision, s.recall, s.rank_deficient, screen_by if stage == "screen" else "fid",
         )  # fmt: skip
         result.scores.append(entry)
-        log.info("%s %s: %s %.4g (%d samples)", stage, combo.label, s.metric_name, s.fid, s.num_samples)
+        log.info(
+            "%s %s: %s %.4g, KID %.4g (%d samples%s)", stage, combo.label, s.metric_name, s.fid, s.kid,
+            s.num_samples, ", FID rank-deficient" if s.rank_deficient else "",
+        )  # fmt: skip
         if on_score is not None:
             on_score(entry)
 
@@ -141,9 +158,9 @@ def run_sweep(
         first, rest = ema_stages(combos)
         screen(first)
         if rest:  # the other EMA lengths × guidance, at the DDIM steps and η that won the first stage
-            won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid).sampling
+            won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value).sampling
             screen([c for c in rest if (c.ddim_steps, c.eta) == (won.ddim_steps, won.eta)])
-        screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.fid)
+        screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value)
         finalists = sorted((s.sampling for s in screened[:rescore_top]), key=ema_order)
     for combo in finalists:
         if (combo, "full") in done:
@@ -183,7 +200,7 @@ def sweep_table(result: SweepResult, metric: str) -> str:
         f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9} "
         f"{'prec':>5} {'recall':>6}"
     ]
-    for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.fid)):
+    for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.rank_value)):
         mark = "  <- best" if s is best else ""
         sigma = s.sampling.ema_sigma_rel
         ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
@@ -191,6 +208,8 @@ def sweep_table(result: SweepResult, metric: str) -> str:
             f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema} {s.stage:>6} "
             f"{s.num_samples:7d} {s.fid:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} {fraction(s.recall):>6}{mark}"
         )
+    if any(s.ranked_by == "kid" for s in result.scores):
+        lines.append("screen rows are ranked by KID (unbiased at their count); full rows by the full-count score")
     return "\n".join(lines)
 
 
@@ -206,7 +225,7 @@ def best_ema_by_guidance(scores: Sequence[ComboScore]) -> dict[float, float]:
     best: dict[float, ComboScore] = {}
     for s in swept:
         w = s.sampling.guidance_scale
-        if w not in best or s.fid < best[w].fid:
+        if w not in best or s.rank_value < best[w].rank_value:
             best[w] = s
     return {w: float(s.sampling.ema_sigma_rel or 0.0) for w, s in sorted(best.items())}
 

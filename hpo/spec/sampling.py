@@ -12,13 +12,15 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
 from hpo.spec.rules import check_sigma_rel, require
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
+ScreenBy = Literal["kid", "fid"]
+SCREEN_BY: tuple[ScreenBy, ...] = ("kid", "fid")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class SamplingConfig:
 
 
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingConfig))
-SWEEP_KEYS = (*SAMPLING_FIELDS, "screen_samples", "rescore_top")
+SWEEP_KEYS = (*SAMPLING_FIELDS, "screen_samples", "rescore_top", "screen_by")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class SamplingSweep:
     ema_sigma_rel: tuple[float | None, ...] = (None,)  # EMA lengths rebuilt from snapshots; (None,): the run's EMA
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = 2  # ... re-score the best few with score.num_samples (the trial's value)
+    screen_by: ScreenBy = "kid"  # the screen's ranking: kid (unbiased at any count) or fid (needs > dim samples)
 
     def values(self, name: str) -> tuple[Any, ...]:
         values: tuple[Any, ...] = getattr(self, name)
@@ -105,6 +108,8 @@ class SamplingSweep:
         out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
         if not self.posthoc_ema:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
+        if self.screen_by == "kid":
+            del out["screen_by"]  # likewise the default screen
         return out
 
 
@@ -128,12 +133,21 @@ def build_sweep(raw: Any, path: str = "sampling") -> SamplingSweep:
     for name in ("screen_samples", "rescore_top"):
         if name in raw:
             kwargs[name] = coerce(raw[name], int, f"{path}.{name}")
+    if "screen_by" in raw:
+        kwargs["screen_by"] = screen_by(raw["screen_by"], f"{path}.screen_by")
     sweep = SamplingSweep(**kwargs)
     require(sweep.screen_samples >= 0, f"{path}.screen_samples", f"must be >= 0, got {sweep.screen_samples}")
     require(sweep.rescore_top >= 1, f"{path}.rescore_top", f"must be at least 1, got {sweep.rescore_top}")
     n = len(sweep.combinations())
     require(n <= MAX_COMBINATIONS, path, f"{n} combinations; keep at most {MAX_COMBINATIONS}")
     return sweep
+
+
+def screen_by(raw: Any, path: str) -> ScreenBy:
+    for name in SCREEN_BY:
+        if raw == name:
+            return name
+    raise ConfigError(path, f"unknown screen statistic {raw!r}; expected one of {', '.join(SCREEN_BY)}")
 
 
 def axis_values(raw: Any, kind: type, path: str) -> tuple[Any, ...]:

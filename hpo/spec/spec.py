@@ -15,6 +15,7 @@ from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
+from hpo.spec.counts import CountProblem, count_problems, source_channels
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
 from hpo.spec.rules import check_budget, check_ddim_steps, check_study_name, grace_seconds, require
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
@@ -352,6 +353,20 @@ def check_consistency(spec: Spec) -> None:
     if spec.sampler.name == "grid":
         for name, p in spec.search.items():
             p.grid_values(f"search.{name}")
+    for problem in sample_count_problems(spec):
+        require(not problem.fatal, problem.key, problem.message)
+
+
+def sample_count_problems(spec: Spec, channels: int | None = None) -> list[CountProblem]:
+    """:func:`hpo.spec.counts.count_problems` for this spec (channels from the data source unless known)."""
+    return count_problems(
+        features=spec.score.features,
+        channels=source_channels(spec.data.source) if channels is None else channels,
+        num_samples=spec.score.num_samples,
+        screen_samples=spec.sampling.screen_samples,
+        screen_by=spec.sampling.screen_by,
+        combinations=len(spec.sampling.combinations()),
+    )
 
 
 def check_guidance(spec: Spec) -> None:
