@@ -1,6 +1,6 @@
 """The sweep's screen ranks combinations the way the full count does: FID computed without a singular
-square root and flagged when rank-deficient, the screen ranked by KID, and an FID screen with fewer
-samples than feature dimensions refused."""
+square root and flagged when rank-deficient, the screen ranked by FID in the reference's top
+principal components (or KID), and an FID screen with fewer samples than feature dimensions refused."""
 
 from __future__ import annotations
 
@@ -79,7 +79,8 @@ def test_the_screen_picks_the_varied_combination_a_rank_deficient_fid_would_drop
 ) -> None:
     """Guidance 1 samples the data's own distribution; guidance 3 a collapsed one (70 % of the spread).
     On 64 screening samples in 143 dimensions FID prefers the collapsed set; on the full 512 it is
-    clearly worse. The sweep screens by KID and ends at guidance 1."""
+    clearly worse. The default screen (FID in 16 principal components) and KID both end at guidance 1;
+    plain FID, what the screen was, at guidance 3."""
     rng = np.random.default_rng(0)
     varied, collapsed = SamplingConfig(1.0, 10), SamplingConfig(3.0, 10)
     planted = {varied: gaussian(rng, 512, 1.0), collapsed: gaussian(rng, 512, 0.7)}
@@ -95,10 +96,12 @@ def test_the_screen_picks_the_varied_combination_a_rank_deficient_fid_would_drop
     model: Any = SimpleNamespace(info=SimpleNamespace(num_classes=0))
     result = run_sweep(scorer, model, [collapsed, varied], screen_samples=64, rescore_top=1)
     screened = [s for s in result.scores if s.stage == "screen"]
-    assert all(s.ranked_by == "kid" and s.rank_deficient for s in screened)
+    assert all(s.ranked_by == "pca" and s.rank_deficient and s.pca_fid is not None for s in screened)
     assert [s.sampling for s in result.full] == [varied] and not result.best.rank_deficient
     stored = ComboScore.from_dict(screened[0].to_dict())
-    assert stored.ranked_by == "kid" and stored.rank_deficient
+    assert stored == screened[0] and stored.rank_value == stored.pca_fid
+    by_kid = run_sweep(scorer, model, [collapsed, varied], screen_samples=64, rescore_top=1, screen_by="kid")
+    assert [s.sampling for s in by_kid.full] == [varied]
     fid_screen = run_sweep(scorer, model, [collapsed, varied], screen_samples=64, rescore_top=1, screen_by="fid")
     assert [s.sampling for s in fid_screen.full] == [collapsed]  # what the old screen chose
 
@@ -127,7 +130,7 @@ def test_an_fid_screen_below_the_feature_dimension_is_refused_naming_both_number
     code, _, err = run_cli(["launch", str(path), "--storage", f"sqlite:///{tmp_path / 'x.db'}", "--detach"])
     assert code == 2 and err.count("\n") == 1
     assert "sampling.screen_samples: 128 samples are not more than the 133 dimensions" in err
-    assert "screen_by: kid" in err and not (tmp_path / "x.db").exists()
+    assert "screen_by: pca (FID in 32 principal components)" in err and not (tmp_path / "x.db").exists()
     spec_from_dict(spec_with(sampling={"screen_by": "fid", "screen_samples": 134}))  # one more is well-posed
 
 
@@ -137,7 +140,8 @@ def test_a_full_count_at_the_feature_dimension_warns_at_launch_and_in_the_doctor
     check = sample_counts(spec, channels=1)
     assert check.status == "warn" and "128 samples are not more than the 133 dimensions" in check.reason
     shipped = sample_counts(spec_from_dict(DIGITS), channels=1)
-    assert shipped.status == "pass" and shipped.reason == "screen 64 by KID, FID on 256 samples in 133 dimensions"
+    expected = "screen 64 by FID in 16 principal components, FID on 256 samples in 133 dimensions"
+    assert shipped.status == "pass" and shipped.reason == expected
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(raw))
     url = f"sqlite:///{tmp_path / 'x.db'}"

@@ -143,6 +143,7 @@ CASES.update(
         "sampling rescore_top zero": (setting("sampling", "rescore_top", 0), "sampling.rescore_top"),
         "sampling screen_by unknown": (setting("sampling", "screen_by", "fidd"), "sampling.screen_by"),
         "FID screen below the feature dimension": (setting("sampling", "screen_by", "fid"), "sampling.screen_samples"),
+        "PCA screen of 4 samples": (setting("sampling", "screen_samples", 4), "sampling.screen_samples"),
         "sampling not a mapping": (lambda s: s.update(sampling=[1, 2]), "sampling"),
         "legacy ddim_eta beside sampling.eta": (setting("train", "ddim_eta", float("inf")), "train.ddim_eta"),
         "legacy guidance beside sampling": (setting("train", "guidance_scale", 2.0), "train.guidance_scale"),

@@ -14,7 +14,7 @@ from hpo.doctor.checklist import Checklist
 from hpo.doctor.result import Check
 from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
-from hpo.spec.counts import feature_dim
+from hpo.spec.counts import feature_dim, screen_words
 from hpo.spec.params import candidates, param_bounds
 from hpo.spec.spec import Spec, sample_count_problems
 from hpo.training.data import ImageData, load_data
@@ -100,7 +100,8 @@ def sample_counts(spec: Spec, channels: int) -> Check:
             f"raise {worst.key}",
         )  # fmt: skip
     d, sweep = feature_dim(spec.score.features, channels), spec.sampling
-    screen = f"screen {sweep.screen_samples} by {sweep.screen_by.upper()}, " if sweep.screen_samples else ""
+    by = screen_words(sweep.screen_by, sweep.screen_samples)
+    screen = f"screen {sweep.screen_samples} by {by}, " if sweep.screen_samples else ""
     return Check("scoring: sample counts", "pass", f"{screen}FID on {spec.score.num_samples} samples in {d} dimensions")
 
 

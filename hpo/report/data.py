@@ -18,6 +18,7 @@ from hpo.scoring.noise import Noise
 from hpo.scoring.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import current_attrs, fail_reason, noise_of
+from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import ScreenBy
 
 
@@ -129,17 +130,20 @@ def grid_stage(scores: Sequence[ComboScore]) -> Stage:
 
 
 def grid_label(scores: Sequence[ComboScore], metric: str) -> str:
-    """What a sweep grid shows: the screen's KID, or ``metric`` (FID or classifier-FID)."""
-    if grid_statistic(scores) == "fid":
+    """What a sweep grid shows: the screen's statistic, or ``metric`` (FID or classifier-FID)."""
+    by = grid_statistic(scores)
+    if by == "fid":
         return metric
     count = next(s.num_samples for s in scores if s.stage == "screen")
-    return f"KID of {count} screening samples"
+    if by == "kid":
+        return f"KID of {count} screening samples"
+    return f"{metric} of {count} screening samples in {pca_dims(count, count)} principal components"
 
 
 def grid_statistic(scores: Sequence[ComboScore]) -> ScreenBy:
-    """What the grid's numbers are: KID when the screen ranked by it, else FID."""
+    """What the grid's numbers are: the screen's statistic when it ranked by one, else FID."""
     stage = grid_stage(scores)
-    return "kid" if any(s.stage == stage and s.ranked_by == "kid" for s in scores) else "fid"
+    return next((s.ranked_by for s in scores if s.stage == stage), "fid")
 
 
 def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, float], float]:
@@ -169,7 +173,7 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
     measured = noise.sd is not None and in_fid
     margin = noise.tie_margin if measured else 0.1 * (max(rel.values()) - best_gap)
     enough = min(n for n, gap in by_steps.items() if gap - best_gap <= margin)
-    unit = "" if in_fid else " KID"
+    unit = "" if in_fid else " (screen's units)"
     why = f"within{unit} {margin:.2g} of the best" + (" (the noise)" if measured else " (10% of the range)")
     return (
         f"For this data: {enough} DDIM steps are enough ({why}); guidance {best_w:g} at {best_steps} steps "

@@ -12,7 +12,7 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.report.data import SweepRows, grid_label, relative_sweep, sweep_grid
+from hpo.report.data import SweepRows, grid_statistic, relative_sweep, sweep_grid
 from hpo.report.importance import Importances
 from hpo.scoring.sweep import ComboScore
 from hpo.service.trials import current_attrs
@@ -121,7 +121,7 @@ def level_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
 def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "ddim_steps") -> go.Figure:
     """The score over guidance × DDIM steps, or guidance × EMA length (``rows``)."""
     scales, values, grid, stage = sweep_grid(scores, rows)
-    metric = "KID" if grid_label(scores, metric) != metric else metric
+    metric = {"kid": "KID", "pca": f"{metric}, PCA"}.get(grid_statistic(scores), metric)
     name = {"ddim_steps": "steps", "ema_sigma_rel": "EMA σ_rel"}[rows]
     fig = go.Figure(
         go.Heatmap(

@@ -20,7 +20,7 @@ at any n, so its ranking of combinations at a small count follows the one at a l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -35,6 +35,7 @@ class Reference:
     features: np.ndarray  # (N, d) float64
     mu: np.ndarray  # (d,)
     sigma: np.ndarray  # (d, d)
+    projections: dict[int, tuple[np.ndarray, Reference]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, features: np.ndarray) -> Reference:
@@ -58,6 +59,14 @@ class Reference:
     @property
     def dim(self) -> int:
         return int(self.features.shape[1])
+
+    def principal(self, k: int) -> tuple[np.ndarray, Reference]:
+        """The top-k principal axes (d, k) of the reference and the reference expressed in them."""
+        if k not in self.projections:
+            _, vectors = np.linalg.eigh(self.sigma)
+            basis = np.ascontiguousarray(vectors[:, ::-1][:, :k])
+            self.projections[k] = basis, Reference.of((self.features - self.mu) @ basis)
+        return self.projections[k]
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,13 @@ def frechet(feats: np.ndarray, ref: Reference) -> Frechet:
     diff = mu - ref.mu
     value = float(diff @ diff + trace_g + np.trace(ref.sigma) - 2.0 * trace_sqrt)
     return Frechet(max(value, 0.0), n, d)
+
+
+def frechet_pca(feats: np.ndarray, ref: Reference, k: int) -> float:
+    """FID in the reference's top-k principal components: well-posed for n > k samples, its bias
+    ∝ k/n small, and the components that carry most of FID's value kept."""
+    basis, projected = ref.principal(k)
+    return frechet((feats - ref.mu) @ basis, projected).value
 
 
 def poly_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:

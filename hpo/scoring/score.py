@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hpo.scoring.distance import frechet, kid
+from hpo.scoring.distance import frechet, frechet_pca, kid
 from hpo.scoring.features import FeatureExtractor, classifier_extractor, inception_extractor, resize_batch
 from hpo.scoring.fidelity import K, PrecisionRecall, RealManifold, matched_reference
 from hpo.scoring.reference import ReferenceStats, Split, reference_stats
@@ -34,6 +34,7 @@ class Scores:
     precision: float | None = None  # share of samples inside the real images' feature manifold (fidelity)
     recall: float | None = None  # share of real images inside the samples' manifold (diversity)
     rank_deficient: bool = False  # num_samples ≤ feature dimensions: FID biased by the samples' spread
+    pca_fid: float | None = None  # FID in the reference's top principal components (the screen's statistic)
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +146,7 @@ def sample_features(
     return SampleFeatures(np.concatenate(feats).astype(np.float64), hits, sampling_s, feature_s, images_kept)
 
 
-def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool) -> Scores:
+def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool, pca_dims: int | None = None) -> Scores:
     fid, kid_value = fid_kid(sample.feats, scorer.reference)
     n = sample.feats.shape[0]
     accuracy = sample.hits / n if scorer.extractor.classify is not None and conditional else None
@@ -155,6 +156,7 @@ def scores_of(scorer: Scorer, sample: SampleFeatures, *, conditional: bool) -> S
         fid, kid_value, extractor.metric_name, extractor.name, n, accuracy, sample.sampling_seconds,
         sample.feature_seconds, pr.precision if pr else None, pr.recall if pr else None,
         rank_deficient=n <= scorer.reference.space.dim,
+        pca_fid=None if pca_dims is None else frechet_pca(sample.feats, scorer.reference.space, pca_dims),
     )  # fmt: skip
 
 

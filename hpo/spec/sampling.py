@@ -19,8 +19,8 @@ from hpo.spec.rules import check_sigma_rel, require
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
-ScreenBy = Literal["kid", "fid"]
-SCREEN_BY: tuple[ScreenBy, ...] = ("kid", "fid")
+ScreenBy = Literal["pca", "kid", "fid"]
+SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class SamplingSweep:
     ema_sigma_rel: tuple[float | None, ...] = (None,)  # EMA lengths rebuilt from snapshots; (None,): the run's EMA
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = 2  # ... re-score the best few with score.num_samples (the trial's value)
-    screen_by: ScreenBy = "kid"  # the screen's ranking: kid (unbiased at any count) or fid (needs > dim samples)
+    screen_by: ScreenBy = "pca"  # the screen's ranking: pca (FID in screen_samples/4 principal components), kid, fid
 
     def values(self, name: str) -> tuple[Any, ...]:
         values: tuple[Any, ...] = getattr(self, name)
@@ -108,7 +108,7 @@ class SamplingSweep:
         out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
         if not self.posthoc_ema:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
-        if self.screen_by == "kid":
+        if self.screen_by == "pca":
             del out["screen_by"]  # likewise the default screen
         return out
 
