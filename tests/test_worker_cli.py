@@ -65,6 +65,7 @@ def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_proce
         worker = start_worker(url, tmp_path)
         _, err = worker.communicate(timeout=400)
         assert worker.returncode == 0 and "Traceback" not in err, err[-3000:]
+        assert "LinAlgWarning" not in err and "singular" not in err, err[-3000:]  # 64 samples in 133 dimensions
 
     done = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
