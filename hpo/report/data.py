@@ -173,8 +173,8 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
     measured = noise.sd is not None and in_fid
     margin = noise.tie_margin if measured else 0.1 * (max(rel.values()) - best_gap)
     enough = min(n for n, gap in by_steps.items() if gap - best_gap <= margin)
-    unit = "" if in_fid else " (screen's units)"
-    why = f"within{unit} {margin:.2g} of the best" + (" (the noise)" if measured else " (10% of the range)")
+    scale = "" if in_fid else " of the screen's statistic"
+    why = f"within {margin:.2g} of the best" + (" (the noise)" if measured else f" (10% of the range{scale})")
     return (
         f"For this data: {enough} DDIM steps are enough ({why}); guidance {best_w:g} at {best_steps} steps "
         f"scores best, over the sweeps of the top {len(sweeps)} trial(s)."
