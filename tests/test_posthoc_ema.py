@@ -202,7 +202,9 @@ def test_ema_lengths_are_screened_at_the_winning_steps_only_and_rebuilt_once_eac
         scorer, result.model, combos, screen_samples=16, rescore_top=2, ema=PosthocEma(result.model, tmp_path / "ema")
     )
     screened = [s.sampling for s in sweep.scores if s.stage == "screen"]
-    won = min((s for s in sweep.scores if s.stage == "screen" and s.sampling.ema_sigma_rel == 0.1), key=lambda s: s.fid)
+    won = min(
+        (s for s in sweep.scores if s.stage == "screen" and s.sampling.ema_sigma_rel == 0.1), key=lambda s: s.rank_value
+    )
     assert len(screened) == 8 and {c.ddim_steps for c in screened if c.ema_sigma_rel != 0.1} == {
         won.sampling.ddim_steps
     }

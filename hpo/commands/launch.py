@@ -179,8 +179,6 @@ def run_launch(
     scoring_preflight(spec, local_workers=n_workers)
     if (warning := sampler_warning(spec)) is not None:
         print(f"warning: {warning}", file=sys.stderr)
-    for problem in sample_count_problems(spec):
-        print(f"warning: {problem.key}: {problem.message}", file=sys.stderr)
     check_trackers(spec.tracking)
     path = sqlite_path(url)
     fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early
@@ -196,6 +194,8 @@ def run_launch(
     study, created = create_or_resume(spec, database, name=new_name, baselines=source is None)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
+    for problem in sample_count_problems(spec):  # after any refusal, which stays one line
+        print(f"warning: {problem.key}: {problem.message}", file=sys.stderr)
     if created and source is not None:
         print(warm_start(study, spec, *source).line())
     procs = start_workers(url, name, n_workers, artifacts=artifacts, detach=detach)
