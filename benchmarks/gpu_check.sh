@@ -77,3 +77,16 @@ if "$PY" -c "from hpo.scoring.weights import verify_weights, weights_path; verif
 else
   echo "no Inception weights here: run \`hpo fetch-weights\` first; skipped"
 fi
+
+echo "== 5. the built image's worker on the GPU (docker run --gpus all), when Docker and the NVIDIA runtime are here =="
+if command -v docker >/dev/null && docker info 2>/dev/null | grep -qi nvidia && docker image inspect hpo:latest >/dev/null 2>&1; then
+  sed -e 's/name: gpu-doctor/name: gpu-container/' -e 's/kimg: 20/kimg: 4/' -e 's/n_trials: 4/n_trials: 1/' \
+      -e "s|cache_dir: $WORK/cache|cache_dir: /work/cache|" "$WORK/bikes-shapes.yaml" > "$WORK/container.yaml"
+  chmod -R a+rwX "$WORK"
+  "$PY" -m hpo launch "$WORK/container.yaml" --storage "sqlite:///$WORK/container.db" --workers 0 --detach --skip-doctor
+  timeout 300 docker run --rm --gpus all -v "$WORK:/work" -e HPO_STORAGE=sqlite:////work/container.db hpo:latest \
+    worker --gpus all --exit-when-idle --artifacts /work/art --cache-dir /work/cache || true
+  "$PY" -m hpo status gpu-container --storage "sqlite:///$WORK/container.db"  # "ran on" names the GPU
+else
+  echo "no Docker with the NVIDIA runtime, or no hpo:latest image (docker build -t hpo:latest .): skipped"
+fi

@@ -286,11 +286,14 @@ def tensorboard_cmd(
     host: Annotated[str, typer.Option(help="bind address; 0.0.0.0 inside a container")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 6006,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    wait: Annotated[
+        bool, typer.Option("--wait", help="serve before any trial has written logs (they appear as trials train)")
+    ] = False,
 ) -> None:
     """Serve TensorBoard on the trials' event logs: curves, sample grids, HParams."""
     from hpo.commands.tensorboard import run_tensorboard
 
-    run_tensorboard(artifacts, study, host=host, port=port)
+    run_tensorboard(artifacts, study, host=host, port=port, wait=wait)
 
 
 @command("fetch-weights")

@@ -79,6 +79,30 @@ def test_compose_publishes_ports_on_loopback_only_and_reserves_every_gpu() -> No
     assert "password" not in (ROOT / "docker-compose.yml").read_text().lower().replace("postgres_password", "")
 
 
+def test_the_cpu_variant_is_the_gpu_worker_minus_its_device_reservation() -> None:
+    services = compose()["services"]
+    gpu, cpu = dict(services["workers"]), dict(services["workers-cpu"])
+    assert gpu.pop("deploy") and cpu.pop("profiles") == ["cpu"]
+    assert gpu == cpu
+
+
+def test_an_unwritable_report_folder_is_a_one_line_error_naming_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root every folder is writable, so the denial a uid-1000 container meets is simulated."""
+    from hpo.errors import HpoError, writable_folder
+
+    def denied(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "touch", denied)
+    with pytest.raises(HpoError) as err:
+        writable_folder(tmp_path / "reports", "the report")
+    message = str(err.value)
+    assert "\n" not in message and f"cannot write the report to {tmp_path / 'reports'}/" in message
+    assert f"belongs to uid {os.getuid()}" in message and "sudo chown 1000:1000 reports" in message
+
+
 def as_local(command: list[str], app: Path) -> list[str]:
     """The container's command with its /app paths moved under a local folder."""
     return [arg.replace("/app", str(app)) for arg in command]

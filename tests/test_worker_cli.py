@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
+import torch
 
 from hpo.commands.worker import local_gpus, parse_gpus, worker_argv
 from hpo.errors import HpoError
+from hpo.service.placement import Placement, host_gpu_id
 from hpo.service.worker import WorkerOptions
 
 
@@ -41,6 +44,19 @@ def test_local_workers_run_on_the_cpu_when_there_is_no_gpu() -> None:
     assert parse_gpus("cpu") == []
 
 
+def worker_pid(log: str) -> int:
+    line = next(x for x in log.splitlines() if "worker started: " in x)
+    return int(line.split(", pid ")[1].split(",")[0])
+
+
+def test_a_process_names_the_host_gpu_it_was_given() -> None:
+    assert host_gpu_id(0, "2,3") == "2" and host_gpu_id(1, "2,3") == "3"
+    assert host_gpu_id(1, None) == "1" and host_gpu_id(0, "GPU-8f1c") == "GPU-8f1c"
+    cpu = Placement.here(torch.device("cpu"), 3)
+    assert cpu.cell() == f"{socket.gethostname()}/w3 cpu" and cpu.gpu is None
+    assert Placement.from_attrs({"ran_on": cpu.as_dict()}) == cpu and Placement.from_attrs({}) is None
+
+
 def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_processes(tmp_path: Path) -> None:
     """sampler: gp (Optuna's GPSampler) proposes every trial after its start-up draws, in a real
     worker process; then a study with sampler: auto and a narrowed lr range is launched with
@@ -61,9 +77,12 @@ def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_proce
     )  # fmt: skip
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
 
+    logs: list[str] = []
+
     def serve() -> None:
         worker = start_worker(url, tmp_path)
         _, err = worker.communicate(timeout=400)
+        logs.append(err)
         assert worker.returncode == 0 and "Traceback" not in err, err[-3000:]
         assert "LinAlgWarning" not in err and "singular" not in err, err[-3000:]  # 64 samples in 133 dimensions
 
@@ -73,6 +92,11 @@ def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_proce
     trials = optuna.load_study(study_name="gp", storage=open_storage(url)).get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
     assert len({t.params["lr"] for t in trials}) == 4
+    for t in trials:  # the worker says where each trial ran, and logs its start and its end
+        assert t.user_attrs["ran_on"] == {"host": socket.gethostname(), "worker": 0, "pid": worker_pid(logs[0]),
+                                          "device": "cpu", "gpu": None, "gpu_name": None}  # fmt: skip
+        assert f"trial {t.number} started: batch_size={t.params['batch_size']}, lr={t.params['lr']:.4g}" in logs[0]
+        assert f"trial {t.number} ended: complete, value {t.value:.4g} after " in logs[0]
     # the next study's lr range holds the 3 lowest gp draws, not the highest
     lrs = sorted(t.params["lr"] for t in trials)
     narrowed = {**search, "lr": {"type": "float", "low": lrs[0], "high": (lrs[2] + lrs[3]) / 2, "log": True}}

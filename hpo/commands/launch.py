@@ -15,7 +15,7 @@ from optuna.storages import RDBStorage
 
 from hpo.commands.status import best_text, progress_line, trials_table
 from hpo.commands.worker import local_gpus, worker_argv, worker_env
-from hpo.errors import HpoError
+from hpo.errors import HpoError, writable_folder
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
 from hpo.service.storage import open_storage
@@ -79,7 +79,8 @@ def preflight_doctor(spec: Spec) -> None:
             print(check.line(), file=sys.stderr)
 
     checklist = Checklist(show, lambda text: print(text, file=sys.stderr))
-    checks = run_doctor(spec, fast=True, out_dir=Path("runs") / "doctor", checklist=checklist)
+    out_dir = writable_folder(Path("runs") / "doctor", "the preflight doctor's files")
+    checks = run_doctor(spec, fast=True, out_dir=out_dir, checklist=checklist)
     failed = [c for c in checks if c.status == "fail"]
     if failed:
         raise HpoError(
@@ -188,6 +189,8 @@ def run_launch(
     if warm_from is not None and resuming:
         print(f"--warm-start ignored: study {new_name or spec.study.name!r} exists and is resumed (trials are "
               "carried once, when a study is created)", file=sys.stderr)  # fmt: skip
+    if not detach:  # checked before the study is created, not after its last trial
+        writable_folder(report_path(new_name or spec.study.name).parent, "the report")
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
     database = store or open_storage(url)

@@ -10,6 +10,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.scoring.stopping import points_from_curve, stop_verdict
+from hpo.service.placement import Placement
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import (
@@ -125,13 +126,14 @@ def trials_table(study: optuna.Study, metric: str) -> str:
             _fidelity(t),
             _stop(t, noise, copy_floor),
             hardware.cell() if (hardware := hardware_of(current_attrs(t))) is not None else None,
+            placement.cell() if (placement := Placement.from_attrs(t.user_attrs)) is not None else None,
             fail_reason(t),
         ]
         for t in trials
     ]
     header = [
         "#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "prec/recall", "stop",
-        "hardware", "reason",
+        "hardware", "ran on", "reason",
     ]  # fmt: skip
     return table(rows, header)
 

@@ -11,21 +11,21 @@ from hpo.service.context import tensorboard_root
 from hpo.service.names import path_component
 
 
-def log_dir(artifacts: Path, study: str | None) -> Path:
+def log_dir(artifacts: Path, study: str | None, *, wait: bool = False) -> Path:
     root = tensorboard_root(artifacts)
     folder = root / path_component(study) if study else root
-    if not folder.is_dir():
+    if not folder.is_dir() and not wait:
         what = f"study {study!r}" if study else "any study"
         raise HpoError(f"no TensorBoard logs for {what} under {root}; trials write them as they train")
     return folder
 
 
-def run_tensorboard(artifacts: Path, study: str | None, *, host: str, port: int) -> None:
+def run_tensorboard(artifacts: Path, study: str | None, *, host: str, port: int, wait: bool = False) -> None:
     try:
         from tensorboard import program
     except ImportError:
         raise HpoError("hpo tensorboard needs TensorBoard; pip install 'hpo[tensorboard]'") from None
-    folder = log_dir(artifacts, study)
+    folder = log_dir(artifacts, study, wait=wait)
     board = program.TensorBoard()
     board.configure(argv=[None, "--logdir", str(folder), "--host", host, "--port", str(port)])
     print(f"TensorBoard for {folder} at http://{host}:{port}/", flush=True)

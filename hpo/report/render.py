@@ -38,6 +38,7 @@ from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
+from hpo.service.placement import Placement
 from hpo.service.study import FLOOR_ATTR
 from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials
 from hpo.spec.sampling import SamplingConfig
@@ -204,13 +205,18 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
     return out
 
 
+def _ran_on(t: FrozenTrial) -> str:
+    placement = Placement.from_attrs(t.user_attrs)
+    return "" if placement is None else f" on {escape(placement.cell())}"
+
+
 def hardware_html(trials: Sequence[FrozenTrial], most: int = 40) -> str:
     """One line per trial that trained (memory, data wait, GPU use), and a leak when one shows."""
     rows = [(t, h) for t in trials if (h := hardware_of(current_attrs(t))) is not None]
     if not rows:
         return "<p>No hardware readings yet (trials record them as they train).</p>"
     leak = leak_text(trials)
-    lines = "".join(f"<li>#{t.number}: {escape(h.line())}</li>" for t, h in rows[-most:])
+    lines = "".join(f"<li>#{t.number}{_ran_on(t)}: {escape(h.line())}</li>" for t, h in rows[-most:])
     more = f"<p class='note'>the last {most} of {len(rows)} trials</p>" if len(rows) > most else ""
     warn = f"<p><b>{escape(leak)}</b></p>" if leak else ""
     return f"{warn}<ul>{lines}</ul>{more}"

@@ -11,7 +11,6 @@ import functools
 import logging
 import math
 import shutil
-import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from hpo.service.context import StudyContext, sample_grid, sample_strip, upload,
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
 from hpo.service.study import FLOOR_ATTR, pruned_reason
-from hpo.service.trials import mark_ended, noise_estimates, own_trials
+from hpo.service.trials import mark_ended, noise_estimates, own_trials, started_line
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
@@ -75,6 +74,7 @@ def run_objective(
 ) -> float:
     on_start()
     params = suggest(trial, ctx.spec.search)
+    log.info(started_line(trial, params))
     train_params, sampling_params = ctx.spec.split_params(params)
     try:
         cfg = ctx.spec.train_config(train_params).replace(device=str(ctx.device))
@@ -85,7 +85,6 @@ def run_objective(
     if refusal is not None:  # a broken corner of the search space: no training, and TPE learns to avoid it
         mark_ended(trial, "invalid_schedule", detail=refusal)
         raise optuna.TrialPruned(refusal)
-    trial.set_user_attr("device", f"{socket.gethostname()}:{ctx.device}")
     trial.set_user_attr("budget_kimg", cfg.kimg)
     root = ctx.trial_root(trial)
     files = TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root) if cfg.ema_profiles else None)

@@ -14,6 +14,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scoring.noise import Noise, pooled
+from hpo.service.optuna_internals import trial_id
 from hpo.training.telemetry import hardware_of, rss_leak
 
 REASONS = {
@@ -78,6 +79,25 @@ def mark_ended(
         trial.set_user_attr("error", detail[:500])
     if stopped_at_kimg is not None:
         trial.set_user_attr("stopped_at_kimg", stopped_at_kimg)
+
+
+def ended_line(t: FrozenTrial) -> str:
+    """The worker's one log line for a trial it finished: state, value or reason, duration."""
+    reason = fail_reason(t)
+    if t.state == TrialState.COMPLETE and t.value is not None:
+        what = f"complete, value {t.value:.4g}"
+    else:
+        what = f"{t.state.name.lower()}, {reason or 'no reason recorded'}"
+    took = f" after {t.duration.total_seconds():.0f} s" if t.duration is not None else ""
+    return f"trial {t.number} ended: {what}{took}"
+
+
+def started_line(trial: optuna.Trial, params: dict[str, object]) -> str:
+    """The worker's one log line for a trial it starts: number, retry of which, parameters."""
+    retry = trial.storage.get_trial_system_attrs(trial_id(trial)).get("failed_trial")
+    of = f" (retry of trial {retry})" if retry is not None else ""
+    shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+    return f"trial {trial.number} started{of}: {shown}"
 
 
 def explain(reason: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import signal
 import threading
 import time
@@ -29,10 +28,11 @@ from hpo.service.context import StudyContext
 from hpo.service.db_errors import is_storage_error
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.optuna_internals import trial_id
+from hpo.service.placement import RAN_ON_ATTR, Placement
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
 from hpo.service.study import SPEC_ATTR, load, make_pruner, make_sampler, progress, require_spec
-from hpo.service.trials import mark_ended
+from hpo.service.trials import ended_line, mark_ended
 from hpo.service.urls import redact
 from hpo.spec.spec import Spec
 from hpo.tracking.external import check_trackers
@@ -83,6 +83,7 @@ class Worker:
         self.objective = objective
         self.on_study_done = on_study_done
         self.device = resolve_device(opts.device)
+        self.placement = Placement.here(self.device, opts.worker_index)
         self.contexts: dict[str, tuple[StudyContext, optuna.Study, ResilientStorage]] = {}
         self.trials_run = 0
         self.stopping = False
@@ -171,6 +172,7 @@ class Worker:
         def objective(trial: optuna.Trial) -> float:
             number.append(trial.number)
             ids.append(trial_id(trial))
+            trial.set_user_attr(RAN_ON_ATTR, self.placement.as_dict())
             try:
                 return self.objective(trial, ctx, lock.release)
             except WorkerStopping:
@@ -199,7 +201,10 @@ class Worker:
             callback = storage.get_heartbeat_stale_trial_callback()
             if number and callback is not None:
                 callback(study, storage.get_trial(ids[0]))
-            log.info("stopped by SIGTERM: trial %s queued for retry", number[0] if number else "-")
+            if number:
+                log.info("%s; stopped by SIGTERM, queued for retry", ended_line(storage.get_trial(ids[0])))
+            else:
+                log.info("stopped by SIGTERM before a trial started")
             return
         except Exception as err:
             if not (ids and failed_elsewhere(storage, ids[0])):
@@ -213,6 +218,8 @@ class Worker:
                 "trial %d was failed as stale while it ran; stopped training it, its retry takes over", number[0]
             )
             return
+        if ids:
+            log.info(ended_line(storage.get_trial(ids[0])))
         self.trials_run += 1
 
     def serve(self) -> int:
@@ -296,5 +303,6 @@ def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:
 
 
 def run_worker(opts: WorkerOptions, on_study_done: OnStudyDone | None = None) -> int:
-    log.info("worker %d (pid %d) on %s, storage %s", opts.worker_index, os.getpid(), opts.device, redact(opts.url))
-    return Worker(opts, on_study_done=on_study_done).serve()
+    worker = Worker(opts, on_study_done=on_study_done)
+    log.info("worker started: %s; storage %s", worker.placement.text(), redact(opts.url))
+    return worker.serve()
