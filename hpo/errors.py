@@ -29,18 +29,18 @@ class DataError(HpoError):
 
 
 def writable_folder(path: Path, what: str) -> Path:
-    """``path``, created if missing; a one-line error naming the owner and the fix when this process
-    may not write there (a bind mount the engine created as root, for a container running as uid 1000)."""
+    """``path`` if this process may write there (or create it: its nearest existing parent is
+    writable); else a one-line error naming the owner and the fix (a bind mount the engine created as
+    root, for a container running as uid 1000). Creates nothing."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".hpo-write-check-{os.getpid()}"
+        probe = existing / f".hpo-write-check-{os.getpid()}"
         probe.touch()
         probe.unlink()
     except PermissionError:
-        existing = next((p for p in (path, *path.parents) if p.exists()), path)
-        owner = existing.stat().st_uid if existing.exists() else "?"
         raise HpoError(
-            f"cannot write {what} to {path}/: {existing} belongs to uid {owner} and this process runs as uid "
-            f"{os.getuid()}; make it writable (in Docker: mkdir -p {path.name} && sudo chown 1000:1000 {path.name})"
+            f"cannot write {what} to {path}/: {existing} belongs to uid {existing.stat().st_uid} and this process "
+            f"runs as uid {os.getuid()}; make it writable (in Docker: mkdir -p {path.name} && sudo chown 1000:1000 "
+            f"{path.name})"
         ) from None
     return path

@@ -55,6 +55,10 @@ class Engine:
             raise AssertionError(f"docker {' '.join(args[:3])} failed:\n{done.stdout[-3000:]}\n{done.stderr or ''}")
         return str(done.stdout)
 
+    def has_image(self, name: str) -> bool:
+        done = subprocess.run(["docker", "image", "inspect", name], env=self.env, capture_output=True, check=False)
+        return done.returncode == 0
+
     def timed(self, name: str, *args: str, timeout: float = 1800) -> str:
         start = time.monotonic()
         out = self.docker(*args, timeout=timeout)
@@ -103,11 +107,12 @@ def unmount_under(root: Path) -> None:
         subprocess.run(["umount", point], capture_output=True, check=False)
 
 
-def debian_rootfs_tar() -> Path:
+def debian_rootfs_tar(timings: dict[str, float]) -> Path:
     """A minbase bookworm with Python and PostgreSQL, as a tarball (cached outside the checkout)."""
     tar = CACHE / "bookworm-minbase.tar"
     if tar.exists():
         return tar
+    start = time.monotonic()
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="hpo-rootfs-", dir="/tmp") as rootfs:
         subprocess.run(
@@ -117,6 +122,7 @@ def debian_rootfs_tar() -> Path:
         partial_tar = tar.with_suffix(".part")
         subprocess.run(["tar", "-C", rootfs, "-cf", str(partial_tar), "."], check=True, timeout=300)
         partial_tar.rename(tar)
+    timings["Debian base (debootstrap)"] = time.monotonic() - start
     return tar
 
 
@@ -157,9 +163,9 @@ def base_image(eng: Engine, indexes: list[str]) -> str:
     """The Debian base, plus what a corporate base image would carry here: the host's CA bundle (the
     package index is reached through a TLS proxy) and a pip.conf naming the served local indexes."""
     raw = "hpo-test/debian-raw:bookworm"
-    if eng.docker("image", "inspect", BASE, check=False):  # a kept engine root (HPO_TEST_ENGINE_ROOT)
+    if eng.has_image(BASE):  # a kept engine root (HPO_TEST_ENGINE_ROOT)
         return BASE
-    with open(debian_rootfs_tar(), "rb") as tar:
+    with open(debian_rootfs_tar(eng.timings), "rb") as tar:
         eng.docker("import", "-", raw, stdin=tar)
     with tempfile.TemporaryDirectory() as ctx:
         shutil.copy("/etc/ssl/certs/ca-certificates.crt", f"{ctx}/ca-certificates.crt")

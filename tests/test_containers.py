@@ -95,6 +95,7 @@ def test_an_unwritable_report_folder_is_a_one_line_error_naming_the_fix(
     def denied(self: Path, *args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(self))
 
+    (tmp_path / "reports").mkdir()
     monkeypatch.setattr(Path, "touch", denied)
     with pytest.raises(HpoError) as err:
         writable_folder(tmp_path / "reports", "the report")
