@@ -13,10 +13,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.report.data import complete, summarise, ties_with_best
+from hpo.report.data import complete, relative_sweep, summarise, sweep_answer, sweep_of, ties_with_best
 from hpo.report.importance import Importances, study_importances
 from hpo.scoring.noise import Noise
+from hpo.scoring.sweep import ComboScore
 from hpo.service.confirm import create_companion, verdict
+from hpo.spec.sampling import SamplingConfig
 from tests.browser import browse
 from tests.service_helpers import study_report
 from tests.study_builders import add, new_study, random_params
@@ -172,3 +174,32 @@ def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floo
     page = study_report(study, tmp_path / "s.html", artifact_dir=None).read_text()
     assert "<b>Scale</b>: Real held-out images score" in page and expected in page
     assert "± is the noise of re-sampling one trained model; another training seed moves a score more" in page
+
+
+def planted_sweep(grid: dict[tuple[int, float], float]) -> list[dict[str, object]]:
+    return [
+        ComboScore(SamplingConfig(guidance_scale=w, ddim_steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()
+        for (n, w), v in grid.items()
+    ]
+
+
+def test_the_sampling_advice_is_the_best_trials_own_and_a_baseline_cannot_swamp_it(tmp_path: Path) -> None:
+    """The quickstart's case: the winner samples best at guidance 2 / 30 steps, the baseline (scores
+    near 130, gaps of 60) at guidance 3 / 20. Averaging score gaps over both names the baseline's
+    favourite; the advice must name the winner's, and say the baseline disagrees."""
+    steps, scales = [10, 20, 30], [1.0, 2.0, 3.0]
+    winner = {(n, w): 6.0 + 0.1 * n / 10 + abs(w - 2.0) for n in steps for w in scales}
+    winner[(30, 2.0)], winner[(20, 3.0)] = 5.0, 7.7
+    baseline = {(n, w): 190.0 + n / 10 for n in steps for w in scales}
+    baseline[(20, 3.0)] = 130.0
+    study = new_study(tmp_path, "advice")
+    rng = np.random.default_rng(0)
+    add(study, random_params(rng), value=5.0, curve=[0.9, 0.8], sweep=planted_sweep(winner))
+    add(study, random_params(rng), value=130.0, curve=[0.95, 0.9], sweep=planted_sweep(baseline))
+    done = complete(study.get_trials())
+    naive = min(((n, w) for n in steps for w in scales), key=lambda k: winner[k] - 5.0 + baseline[k] - 130.0)
+    assert naive == (20, 3.0)  # what the mean of score gaps said
+    text = sweep_answer(done, Noise(None, 0))
+    assert text.startswith("For the best trial (#0): guidance 2 at 30 DDIM steps samples best (5)")
+    assert "the best in 0 and ranks 7.0 of 9" in text
+    assert relative_sweep([sweep_of(t) for t in done])[(30, 2.0)] == 4.0  # mean rank: 1 and 7

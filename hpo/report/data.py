@@ -146,38 +146,57 @@ def grid_statistic(scores: Sequence[ComboScore]) -> ScreenBy:
     return next((s.ranked_by for s in scores if s.stage == stage), "fid")
 
 
+def combo_cells(scores: Sequence[ComboScore]) -> dict[tuple[int, float], float]:
+    """{(DDIM steps, guidance): the grid's value} of one trial's sweep (the screen's statistic when it
+    ranked by one)."""
+    scales, steps, grid, _ = sweep_grid(scores)
+    return {(n, w): v for i, n in enumerate(steps) for j, w in enumerate(scales) if (v := grid[i][j]) is not None}
+
+
+def combo_ranks(scores: Sequence[ComboScore]) -> dict[tuple[int, float], int]:
+    """Each combination's rank within its own trial's sweep (1 = that trial's best)."""
+    cells = combo_cells(scores)
+    return {k: 1 + sum(v < cells[k] for v in cells.values()) for k in cells}
+
+
 def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, float], float]:
-    """{(DDIM steps, guidance): that combination's score minus its trial's best, averaged over the
-    trials}: 0 for a combination that is best in every trial."""
-    rel: dict[tuple[int, float], list[float]] = defaultdict(list)
+    """{(DDIM steps, guidance): that combination's rank within each trial's sweep, averaged over the
+    trials} (1 = best in every trial). Ranks, not score gaps: a weak trial's large gaps (a baseline
+    scoring 130 beside a winner scoring 5) would otherwise outvote the winner's own sweep."""
+    ranks: dict[tuple[int, float], list[int]] = defaultdict(list)
     for scores in sweeps:
-        scales, steps, grid, _ = sweep_grid(scores)
-        best = min(v for row in grid for v in row if v is not None)
-        for i, n in enumerate(steps):
-            for j, w in enumerate(scales):
-                value = grid[i][j]
-                if value is not None:
-                    rel[(n, w)].append(value - best)
-    return {k: statistics.fmean(v) for k, v in rel.items()}
+        for key, rank in combo_ranks(scores).items():
+            ranks[key].append(rank)
+    return {k: statistics.fmean(v) for k, v in ranks.items()}
 
 
 def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str:
-    """How many DDIM steps this data needs and which guidance scale, from the top trials' sweeps."""
-    sweeps = [scores for t in done[:top] if len(scores := sweep_of(t)) > 1]
+    """Which guidance scale and how many DDIM steps, for the best trial's own model (its sweep), and
+    how far the trials behind it agree (by rank within each trial, never by averaging their scores)."""
+    sweeps = [(t, scores) for t in done[:top] if len(scores := sweep_of(t)) > 1]
     if not sweeps:
         return "No sampling sweep yet: list several guidance_scale / ddim_steps values under sampling in the spec."
-    rel = relative_sweep(sweeps)
-    (best_steps, best_w), best_gap = min(rel.items(), key=lambda kv: kv[1])
-    by_steps = {n: min(gap for (m, _), gap in rel.items() if m == n) for n, _ in rel}
-    in_fid = all(grid_statistic(sc) == "fid" for sc in sweeps)  # the noise is measured in FID units only
-    measured = noise.sd is not None and in_fid
-    margin = noise.tie_margin if measured else 0.1 * (max(rel.values()) - best_gap)
-    enough = min(n for n, gap in by_steps.items() if gap - best_gap <= margin)
-    scale = "" if in_fid else " of the screen's statistic"
-    why = f"within {margin:.2g} of the best" + (" (the noise)" if measured else f" (10% of the range{scale})")
-    return (
-        f"For this data: {enough} DDIM steps are enough ({why}); guidance {best_w:g} at {best_steps} steps "
-        f"scores best, over the sweeps of the top {len(sweeps)} trial(s)."
+    best_trial, scores = sweeps[0]
+    cells = combo_cells(scores)
+    (best_steps, best_w), best_value = min(cells.items(), key=lambda kv: kv[1])
+    measured = noise.sd is not None and grid_statistic(scores) == "fid"  # the noise is in FID units only
+    margin = noise.tie_margin if measured else 0.1 * (max(cells.values()) - best_value)
+    enough = min(n for (n, _), v in cells.items() if v - best_value <= margin)
+    scale = "" if grid_statistic(scores) == "fid" else " of the screen's statistic"
+    why = "the noise" if measured else f"10% of this sweep's range{scale}"
+    text = (
+        f"For the best trial (#{best_trial.number}): guidance {best_w:g} at {best_steps} DDIM steps samples best "
+        f"({best_value:.3g}); {enough} steps come within {margin:.2g} of that ({why})."
+    )
+    others = [combo_ranks(sc) for _, sc in sweeps[1:]]
+    others = [r for r in others if (best_steps, best_w) in r]
+    if not others:
+        return text
+    agree = sum(r[(best_steps, best_w)] == 1 for r in others)
+    mean_rank = statistics.fmean(r[(best_steps, best_w)] for r in others)
+    return text + (
+        f" In the next {len(others)} trial(s) that combination is the best in {agree} and ranks "
+        f"{mean_rank:.1f} of {len(cells)} on average (each trial's own sweep, 1 = its best)."
     )
 
 

@@ -135,14 +135,14 @@ def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "d
 
 
 def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
-    """Across trials: each combination's score minus that trial's best, averaged (0 = always best)."""
+    """Across trials: each combination's rank within its trial's sweep, averaged (1 = always best)."""
     rel = relative_sweep(sweeps)
     steps, scales = sorted({n for n, _ in rel}), sorted({w for _, w in rel})
     z = [[rel.get((n, w)) for w in scales] for n in steps]
     fig = go.Figure(
         go.Heatmap(
             z=z, x=[f"{w:g}" for w in scales], y=[str(n) for n in steps], colorscale="Viridis_r",
-            colorbar={"title": "above best"}, texttemplate="%{z:.2g}",
+            colorbar={"title": "mean rank"}, texttemplate="%{z:.2g}",
         )
     )  # fmt: skip
     fig.update_layout(xaxis_title="guidance scale", yaxis_title="DDIM steps")

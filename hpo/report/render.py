@@ -200,7 +200,8 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
     if len(sweeps) > 1:
         out += figures.figure_html(
             figures.relative_sweep_figure([sc for _, sc in sweeps]),
-            f"Across the top {len(sweeps)} trials: {shown} above each trial's best combination, averaged",
+            f"Across the top {len(sweeps)} trials: each combination's rank within its trial's own sweep "
+            f"({shown}; 1 = that trial's best), averaged",
         )
     return out
 
