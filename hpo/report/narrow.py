@@ -19,9 +19,10 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import HpoError
-from hpo.report.importance import Importances, importances, score_target
+from hpo.report.importance import Importances, common_eval_point, importances, score_target, validation_target
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec
+from hpo.training.validation import PRUNING_METRIC
 
 MATTERS = 0.15  # an upper 80 % bound of fANOVA importance below this: the parameter did not matter
 TOP_SHARE, MIN_TOP = 0.2, 3  # the best trials the narrowed ranges are read from
@@ -37,17 +38,25 @@ class Change:
 
 
 def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Change]:
+    """The changes, read from the score's importances; with fewer than 3 complete trials (most pruned),
+    from the validation metric at the latest evaluation point every finished trial reached, which the
+    pruned trials measured too. Each change's evidence names which."""
     done = sorted((t for t in trials if t.state == TrialState.COMPLETE and t.value is not None), key=lambda t: t.value)  # type: ignore[arg-type, return-value]
-    imp = importances(trials, score_target, label=metric)
+    imp, ranked, on_validation = importances(trials, score_target, label=metric), done, False
     if not imp.fanova:
-        raise HpoError(f"hpo narrow needs importances: {imp.note}")
-    top = done[: max(MIN_TOP, math.ceil(TOP_SHARE * len(done)))]
+        imp, ranked = validation_evidence(trials, imp)
+        on_validation = True
+    top = ranked[: max(MIN_TOP, math.ceil(TOP_SHARE * len(ranked)))]
     best = done[0]
     spec_search = spec.to_dict()["search"]
     changes = []
     for name, body in spec_search.items():
         if name not in best.params:
             changes.append(Change(name, "kept", "no complete trial drew it", search=body))
+            continue
+        if on_validation and name in SAMPLING_FIELDS:
+            why = f"{imp.target} does not depend on sampling settings, and too few trials are complete to rank them"
+            changes.append(Change(name, "kept", why, search=body))
             continue
         evidence = _importance_text(imp, name)
         _, high = imp.intervals.get(name, (0.0, imp.fanova.get(name, 0.0)))
@@ -59,6 +68,25 @@ def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Chang
         values = [t.params[name] for t in top if name in t.params]
         changes.append(_narrowed(name, body, values, evidence, best.params[name], len(top)))
     return changes
+
+
+def validation_evidence(trials: Sequence[FrozenTrial], score: Importances) -> tuple[Importances, list[FrozenTrial]]:
+    """Importances of the validation metric at the common evaluation point, and the finished trials
+    ranked by it (best first); a one-line error when even that cannot rank anything."""
+    index = common_eval_point(trials)
+    finished = [t for t in trials if t.state.is_finished()]
+    if index is not None:
+        target = validation_target(index)
+        label = f"the validation metric ({PRUNING_METRIC}) at evaluation point {index}"
+        imp = importances(finished, target, label=label, exclude=SAMPLING_FIELDS)
+        if imp.fanova:
+            ranked = sorted((t for t in finished if target(t) is not None), key=lambda t: target(t) or 0.0)
+            return imp, ranked
+    raise HpoError(
+        f"hpo narrow needs importances: {score.note} Nor can the validation metric rank them yet: fewer than 3 "
+        "finished trials reached a common evaluation point; run more trials (`hpo launch SPEC` again resumes "
+        "the study; raise study.n_trials in the spec first if it is done)"
+    )
 
 
 def _unranked(done: Sequence[FrozenTrial], name: str) -> str:

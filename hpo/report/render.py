@@ -19,6 +19,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 from plotly.offline import get_plotlyjs
 
+from hpo.errors import HpoError
 from hpo.report import figures
 from hpo.report.data import (
     FailureGroup,
@@ -34,12 +35,13 @@ from hpo.report.data import (
 )
 from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
+from hpo.report.narrow import narrow
 from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.placement import Placement
-from hpo.service.study import FLOOR_ATTR
+from hpo.service.study import FLOOR_ATTR, require_spec
 from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import hardware_of
@@ -76,6 +78,22 @@ def param_text(v: object) -> str:
 
 def next_step(text: str) -> str:
     return f"<p class='next'><b>Next:</b> {escape(text)}</p>"
+
+
+def narrow_step(study: optuna.Study, trials: Sequence[FrozenTrial], metric: str) -> str:
+    """``hpo narrow`` suggested only when it would succeed on this study; else what it still needs."""
+    if not complete(trials):
+        return next_step("more trials: `hpo narrow` needs a complete trial (`hpo launch SPEC` resumes the study).")
+    try:
+        changes = narrow(require_spec(study), trials, metric)
+    except HpoError as err:
+        return next_step(f"more trials before narrowing: {err}")
+    basis = "the validation metric" if any("validation metric" in c.evidence for c in changes) else metric
+    return next_step(
+        f"`hpo narrow {study.study_name} -o next.yaml` writes the next spec from the importances of {basis}: the "
+        "parameters that mattered narrowed around the best trials, the others fixed at the best value, each change "
+        f"with its evidence; `hpo launch next.yaml --warm-start {study.study_name}` starts it from this study's trials."
+    )
 
 
 def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
@@ -296,11 +314,7 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
         "<h2>Which hyperparameters mattered</h2>",
         importance_html(fid_imp),
         importance_html(val_imp),
-        next_step(
-            f"`hpo narrow {s.study_name} -o next.yaml` writes the next spec: the parameters that mattered narrowed "
-            "around the best trials, the others fixed at the best value, each change with its evidence; "
-            f"`hpo launch next.yaml --warm-start {s.study_name}` starts it from this study's trials."
-        ),
+        narrow_step(study, trials, s.metric_name),
         "<h2>Is it learning?</h2>",
         figures.figure_html(
             figures.curve_figure(learning),
