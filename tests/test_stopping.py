@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,17 @@ def test_a_curve_still_falling_by_more_than_the_noise_reads_improving() -> None:
     assert v.kind == "improving", v.text
     assert v.per_doubling is not None and v.per_doubling < -0.05
     assert "per doubling" in v.text and "train longer" in v.text
+
+
+def test_the_improving_verdict_shows_the_gain_it_compared_with_the_margin() -> None:
+    """A slope smaller than the margin, over doublings whose total gain exceeds it: the sentence
+    names the total it compared, which is larger than the margin, not only the slope."""
+    points = [Point(k, 40.0 - 4.07 * np.log2(k / 16)) for k in KIMG]
+    v = stop_verdict(points, noise=2.65)  # tie margin 2·√2·2.65 = 7.5
+    assert v.kind == "improving", v.text
+    gain = re.search(r", ([+-]\d+\.?\d*) in all \(a gain larger than the tie margin (\d+\.?\d*);", v.text)
+    assert gain is not None, v.text
+    assert -float(gain.group(1)) > float(gain.group(2)) > 4.07 and "-4.07 per doubling" in v.text
 
 
 def test_a_flat_tail_within_the_noise_reads_plateau_since_its_start() -> None:

@@ -86,8 +86,8 @@ def stop_verdict(points: Sequence[Point], *, noise: float | None, copy_floor: fl
     if -slope * span > margin:
         return StopVerdict(
             "improving",
-            f"still improving: {slope:+.3g} per doubling of the budget over the last {span:.1f} doublings "
-            f"(more than the tie margin {margin:.3g}; {noise_text}); train longer",
+            f"still improving: {slope:+.3g} per doubling of the budget over the last {span:.1f} doublings, "
+            f"{slope * span:+.3g} in all (a gain larger than the tie margin {margin:.3g}; {noise_text}); train longer",
             per_doubling=slope,
         )
     best = min(pts, key=lambda p: p.score)

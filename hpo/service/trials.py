@@ -151,9 +151,9 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
 
 
 def leak_text(trials: Sequence[FrozenTrial]) -> str | None:
-    """A worker process whose memory grew at every trial it started (see ``rss_leak``)."""
-    readings = [h for t in sorted(trials, key=lambda t: t.number) if (h := hardware_of(t.user_attrs)) is not None]
-    return rss_leak([(h.pid, h.rss_start_mb) for h in readings])
+    """A worker process whose memory kept growing after warm-up and its largest batch (``rss_leak``)."""
+    readings = [(t, h) for t in sorted(trials, key=lambda t: t.number) if (h := hardware_of(t.user_attrs)) is not None]
+    return rss_leak([(h.pid, h.rss_start_mb, int(t.params.get("batch_size", 0))) for t, h in readings])
 
 
 def noise_estimates(trials: Sequence[FrozenTrial]) -> list[float]:
