@@ -203,3 +203,31 @@ def test_the_sampling_advice_is_the_best_trials_own_and_a_baseline_cannot_swamp_
     assert text.startswith("For the best trial (#0): guidance 2 at 30 DDIM steps samples best (5)")
     assert "the best in 0 and ranks 7.0 of 9" in text
     assert relative_sweep([sweep_of(t) for t in done])[(30, 2.0)] == 4.0  # mean rank: 1 and 7
+
+
+def test_two_parameters_drawn_together_are_named_as_confounded(tmp_path: Path) -> None:
+    """The quickstart's case: every trial that drew a large batch also drew an extreme lr (low or
+    high: no monotone trend, so no correlation), and the validation metric follows lr alone. Whichever
+    parameter fANOVA puts on top, the reading must say the two cannot be told apart."""
+    study = new_study(tmp_path, "confounded")
+    rng = np.random.default_rng(4)
+    extremes = iter([-3.9, -2.1] * 3)  # 3 low and 3 high
+    for i in range(10):
+        p = random_params(rng)
+        if i % 3 == 0:
+            p["batch_size"], p["lr"] = 32, float(10 ** rng.uniform(-3.2, -2.8))
+        else:
+            p["batch_size"], p["lr"] = 16, float(10 ** (next(extremes) + rng.uniform(-0.08, 0.08)))
+        quality = (math.log10(p["lr"]) + 3) ** 2
+        add(study, p, value=5 + 4 * quality, curve=[1 - 0.1 * k + 0.2 * quality for k in range(2)])
+    score, _ = study_importances(study.get_trials(), "classifier-FID")
+    top = score.ranked[0]
+    other = {"lr": "batch_size", "batch_size": "lr"}[top]
+    assert other in score.confounded, (top, score.confounded)
+    assert f"the drawn values of {top} go with those of {other}" in score.reading()
+    assert "their effects cannot be told apart" in score.reading() and "The ranking is stable." not in score.reading()
+
+
+def test_independent_draws_are_not_called_confounded(structured: optuna.Study) -> None:
+    score, _ = study_importances(structured.get_trials(), "classifier-FID")
+    assert score.confounded == {} and "go with those of" not in score.reading()

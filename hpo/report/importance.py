@@ -38,6 +38,7 @@ class Importances:
     medians: dict[str, float] = field(default_factory=dict)  # the bootstrap's median: inside its interval
     top_share: float = 0.0  # share of resamples in which fANOVA's top parameter stays on top
     note: str = ""
+    confounded: dict[str, float] = field(default_factory=dict)  # other parameter → distance correlation of draws
 
     @property
     def ranked(self) -> list[str]:
@@ -63,6 +64,16 @@ class Importances:
             doubts.append("the ranking changes when trials are resampled: it is not stable")
         if ped_top != top:
             doubts.append(f"PED-ANOVA ranks {ped_top} first instead: the evaluators disagree on the top parameter")
+        for other, dcor in self.confounded.items():
+            doubts.append(
+                f"in these {self.n_trials} trials the drawn values of {top} go with those of {other} (distance "
+                f"correlation {dcor:.2f}, above {CONFOUND_QUANTILE:.0%} of {CONFOUND_SHUFFLES} shuffles, "
+                "corrected for the parameters tested): "
+                "their effects cannot be told apart"
+            )
+        if top == "batch_size":
+            doubts.append("at a fixed budget in kimg a larger batch also takes fewer optimizer steps: its effect "
+                          "includes the step count")  # fmt: skip
         second = [k for k in self.ranked[1:] if self.intervals.get(k, (0.0, 0.0))[1] >= lo]
         if second and not doubts:
             doubts.append(f"{', '.join(second)} overlap(s) with it within the bootstrap intervals")
@@ -109,10 +120,63 @@ def importances(
     try:
         default = _evaluate(rows, varied, PedAnovaImportanceEvaluator())
         fanova = _evaluate(rows, varied, FanovaImportanceEvaluator(seed=0))
-        intervals, medians, share = _bootstrap(rows, varied, max(fanova, key=lambda k: fanova[k]))
+        top = max(fanova, key=lambda k: fanova[k])
+        intervals, medians, share = _bootstrap(rows, varied, top)
     except (ValueError, RuntimeError) as err:
         return Importances(label, len(rows), note=f"Importances for {label} could not be computed: {err}")
-    return Importances(label, len(rows), default, fanova, intervals, medians, share)
+    confounded = confounded_with(rows, varied, top)
+    return Importances(label, len(rows), default, fanova, intervals, medians, share, confounded=confounded)
+
+
+CONFOUND_SHUFFLES, CONFOUND_QUANTILE, CONFOUND_MIN, CONFOUND_MAX_ROWS = 300, 0.95, 0.3, 150
+
+
+def confounded_with(rows: Sequence[tuple[FrozenTrial, float]], params: Sequence[str], top: str) -> dict[str, float]:
+    """The parameters whose drawn values depend on ``top``'s over these trials: the distance
+    correlation of their values (numbers by rank, and by the rank's distance from the middle, so that
+    "every large batch drew an extreme lr", dependence with no monotone trend, shows; choices one-hot),
+    the larger of those views, above ``CONFOUND_QUANTILE`` of the same statistic with one side
+    shuffled (Bonferroni-corrected over the parameters tested), and at least ``CONFOUND_MIN``."""
+    rng = np.random.default_rng(0)
+    if len(rows) > CONFOUND_MAX_ROWS:  # the test's power needs no more; its cost grows with the square
+        rows = [rows[i] for i in sorted(rng.choice(len(rows), CONFOUND_MAX_ROWS, replace=False))]
+    views = {k: _views([t.params.get(k) for t, _ in rows]) for k in params}
+    others = [k for k in params if k != top]
+    level = 1 - (1 - CONFOUND_QUANTILE) / max(1, len(others))
+    out = {}
+    for other in others:
+
+        def statistic(order: np.ndarray, other: str = other) -> float:
+            return max(distance_correlation(x, y[order]) for x in views[top] for y in views[other])
+
+        n = len(rows)
+        observed = statistic(np.arange(n))
+        null = [statistic(rng.permutation(n)) for _ in range(CONFOUND_SHUFFLES)]
+        if observed >= CONFOUND_MIN and observed > float(np.quantile(null, level)):
+            out[other] = observed
+    return out
+
+
+def _views(values: Sequence[object]) -> list[np.ndarray]:
+    """Numbers as their ranks and as the ranks' distance from the middle (scale-free: a log-drawn lr
+    and a linear one alike); choices one-hot."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(set(values)) > 2:
+        ranks = np.argsort(np.argsort(np.asarray(values, dtype=float))).astype(float)
+        return [ranks[:, None], np.abs(ranks - ranks.mean())[:, None]]
+    labels = sorted({str(v) for v in values})
+    return [np.eye(len(labels))[[labels.index(str(v)) for v in values]]]
+
+
+def distance_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Székely's distance correlation of two samples (rows are observations): 0 only when independent."""
+
+    def centred(z: np.ndarray) -> np.ndarray:
+        d = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=-1)
+        return np.asarray(d - d.mean(axis=0) - d.mean(axis=1)[:, None] + d.mean())
+
+    a, b = centred(x), centred(y)
+    dcov, vx, vy = (a * b).mean(), (a * a).mean(), (b * b).mean()
+    return float(np.sqrt(max(dcov, 0.0) / np.sqrt(vx * vy))) if vx > 0 and vy > 0 else 0.0
 
 
 def _evaluate(rows: Sequence[tuple[FrozenTrial, float]], params: Sequence[str], evaluator: object) -> dict[str, float]:
