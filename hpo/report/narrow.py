@@ -104,9 +104,10 @@ def readable(value: Any) -> Any:
 
 def _importance_text(imp: Importances, name: str) -> str:
     if name not in imp.fanova:
-        return f"fANOVA could not rank it ({imp.n_trials} trials)"
+        return f"fANOVA could not rank it for {imp.target} ({imp.n_trials} trials)"
     lo, hi = imp.intervals.get(name, (imp.fanova[name], imp.fanova[name]))
-    return f"fANOVA {imp.medians.get(name, imp.fanova[name]):.2f} (80% {lo:.2f}–{hi:.2f}, {imp.n_trials} trials)"
+    middle = imp.medians.get(name, imp.fanova[name])
+    return f"fANOVA for {imp.target}: {middle:.2f} (80% {lo:.2f}–{hi:.2f}, {imp.n_trials} trials)"
 
 
 def _narrowed(name: str, body: Mapping[str, Any], values: list[Any], evidence: str, best: Any, count: int) -> Change:
