@@ -6,11 +6,12 @@ BIN     = $(VENV)/bin
 
 .PHONY: setup quickstart test lint test-containers
 
-$(BIN)/hpo: pyproject.toml requirements-torch.txt
+$(BIN)/hpo: pyproject.toml requirements-torch.txt requirements-standin.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps -r requirements-standin.txt
 	touch $(BIN)/hpo
 
 setup: $(BIN)/hpo

@@ -3,12 +3,14 @@
 
 The trials are the tabular benchmark's cells (``tabular.py``: 216 configurations of the digits search
 space per dataset, each trained to the end with 4 evaluation points of the pruning metric, then
-scored). A replayed study draws ``--trials`` of them in random order (random search) and lets the
-pruner decide at each evaluation point, exactly as a worker reports them; a trial it stops costs the
-points it trained. Repeated ``--repeats`` times per study size. Prints per dataset, study size and
-pruner: the compute saved against no pruning, the best score's regret (the best trial kept against
-the best of the same draw) as a mean and against the training seed spread (share of studies that
-lost more than one seed sd), and the share of studies whose best trial survived.
+scored). A replayed study starts with the spec's baseline (as the service enqueues it), draws the
+other ``--trials`` - 1 of them in random order (random search) and lets the pruner decide at each
+evaluation point, exactly as a worker reports them; a trial it stops costs the points it trained.
+Repeated ``--repeats`` times per study size. Prints per dataset, study size and pruner: the compute
+saved against no pruning, the complete trials (what a report can rank), the best score's regret
+(the best trial kept against the best of the same draw) as a mean and against the training seed
+spread (share of studies that lost more than one seed sd), and the share of studies whose best trial
+survived.
 
     .venv/bin/python benchmarks/pruning_replay.py [--repeats 300] [--sizes 10,30]
 
@@ -32,24 +34,31 @@ import optuna
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
-from benchmarks.tabular import NUM_EVALS, Measured, Table, build, replay_trial
-from hpo.service.study import make_pruner
+from benchmarks.tabular import NUM_EVALS, Measured, Table, build, cell_key, replay_trial
+from hpo.service.pruning import BASELINE_ATTR, make_pruner
 from hpo.spec.spec import spec_from_dict
 
+UNGUARDED = {"spare_until_complete": 0}  # the pruner alone, without the baseline guard
+ALWAYS = {"spare_until_complete": 10**6}  # the guard for the whole study
+MEDIAN_2_0 = {"name": "median", "startup_trials": 2, "warmup_evals": 0}
 PRUNERS: dict[str, dict[str, Any]] = {
     "none": {"name": "none"},
-    "median, 3 start-up, 1 warm-up": {"name": "median", "startup_trials": 3, "warmup_evals": 1},
-    "median, 2 start-up, 0 warm-up": {"name": "median", "startup_trials": 2, "warmup_evals": 0},
-    "median, 4 start-up, 0 warm-up": {"name": "median", "startup_trials": 4, "warmup_evals": 0},
-    "median, 2 start-up, 1 warm-up": {"name": "median", "startup_trials": 2, "warmup_evals": 1},
-    "percentile 33, 2 start-up, 0 w.": {"name": "percentile", "percentile": 33.0, "startup_trials": 2},
-    "percentile 25, 2 start-up, 0 w.": {"name": "percentile", "percentile": 25.0, "startup_trials": 2},
-    "percentile 25, 4 start-up, 0 w.": {"name": "percentile", "percentile": 25.0, "startup_trials": 4},
-    "hyperband, factor 3": {"name": "hyperband", "min_resource": 1, "reduction_factor": 3},
-    "succ. halving, factor 2": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2},
-    "succ. halving, factor 3": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
-    "succ. halving, factor 4": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 4},
+    "median, 3 start-up, 1 warm-up": {"name": "median", "startup_trials": 3, "warmup_evals": 1, **UNGUARDED},
+    "median, 2 start-up, 0 warm-up": {**MEDIAN_2_0, **UNGUARDED},
+    "median 2/0, guard until 4": {**MEDIAN_2_0, "spare_until_complete": 4},
+    "median 2/0, guard until 6": {**MEDIAN_2_0, "spare_until_complete": 6},
+    "median 2/0, guard always": {**MEDIAN_2_0, **ALWAYS},
+    "median, 4 start-up, 0 warm-up": {"name": "median", "startup_trials": 4, "warmup_evals": 0, **UNGUARDED},
+    "percentile 33, 2 start-up, 0 w.": {"name": "percentile", "percentile": 33.0, "startup_trials": 2, **UNGUARDED},
+    "percentile 33 2/0, guard until 4": {"name": "percentile", "percentile": 33.0, "startup_trials": 2},
+    "hyperband, factor 3": {"name": "hyperband", "min_resource": 1, "reduction_factor": 3, **UNGUARDED},
+    "succ. halving, factor 2": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2, **UNGUARDED},
+    "succ. halving, factor 3": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3, **UNGUARDED},
+    "succ. halving 3, guard until 4": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
 }
+# Every replayed study starts with the digits spec's baseline (lr 4e-4, batch 32, T 500, linear), as
+# the service enqueues it; its nearest cell has lr 10^-3.5 = 3.2e-4.
+BASELINE = cell_key((-3.5, 32, 500, "linear"))
 
 
 @dataclass(frozen=True)
@@ -57,32 +66,41 @@ class Replay:
     points: int  # evaluation points trained, all trials together
     best_kept: float  # best score among the trials trained to the end
     best_drawn: float  # best score among all drawn trials (what no pruning finds)
+    complete: int  # trials trained to the end: what the report's score-based sections rank
 
 
 def replay(pruner: dict[str, Any], trials: list[Measured], name: str) -> Replay:
-    """The pruner deciding on ``trials``' curves in order, in a study named ``name`` (Hyperband
-    assigns brackets by it)."""
+    """The pruner deciding on ``trials``' curves in order, the first one the baseline, in a study
+    named ``name`` (Hyperband assigns brackets by it)."""
     raw = spec_with(DIGITS, pruner=pruner, merge_train={"num_evals": NUM_EVALS})
     study = optuna.create_study(study_name=name, pruner=make_pruner(spec_from_dict(raw, file=name)))
     points, kept = 0, []
-    for m in trials:
-        value, trained = replay_trial(study, study.ask(), m)
+    for i, m in enumerate(trials):
+        trial = study.ask()
+        if i == 0:
+            trial.set_user_attr(BASELINE_ATTR, True)
+        value, trained = replay_trial(study, trial, m)
         points += trained
         kept.append(value)
     finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == NUM_EVALS]
-    return Replay(points, min(kept, default=math.inf), min(finite, default=math.inf))
+    done = sum(1 for v in kept if math.isfinite(v))
+    return Replay(points, min(kept, default=math.inf), min(finite, default=math.inf), done)
 
 
 def report(table: Table, sizes: list[int], repeats: int) -> None:
-    cells = list(table.cells.values())
+    baseline = table.cells[BASELINE]
+    cells = [m for key, m in table.cells.items() if key != BASELINE]
     sd = table.seed_sd
     print(
         f"\n## {table.dataset}: {len(cells)} unpruned trials ({table.kimg:g} kimg, {NUM_EVALS} evaluation points); "
         f"training seed sd {sd:.3g}; {repeats} random draws per study size"
     )
-    print(f"{'trials':>6} {'pruner':>30} {'compute saved':>14} {'mean regret':>12} {'> 1 sd':>7} {'best kept':>10}")
+    print(
+        f"{'trials':>6} {'pruner':>30} {'compute saved':>14} {'mean regret':>12} {'> 1 sd':>7} {'best kept':>10} "
+        f"{'complete':>9} {'< 4 complete':>12}"
+    )
     for size in sizes:
-        draws = [random.Random(r).sample(cells, size) for r in range(repeats)]
+        draws = [[baseline, *random.Random(r).sample(cells, size - 1)] for r in range(repeats)]
         base = sum(len(m.curve) for d in draws for m in d)
         for label, pruner in PRUNERS.items():
             out = [replay(pruner, d, f"replay-{size}-{r}") for r, d in enumerate(draws)]
@@ -91,7 +109,12 @@ def report(table: Table, sizes: list[int], repeats: int) -> None:
             kept = sum(1 for x in regret if x == 0) / repeats
             saved = base / sum(o.points for o in out)
             mean = statistics.mean(min(x, 10 * sd) for x in regret)  # a lost-everything study counts 10 sd
-            print(f"{size:>6} {label:>30} {saved:>13.2f}x {mean:>12.3g} {beyond:>7.0%} {kept:>10.0%}")
+            complete = statistics.mean(o.complete for o in out)
+            few = sum(1 for o in out if o.complete < 4) / repeats
+            print(
+                f"{size:>6} {label:>30} {saved:>13.2f}x {mean:>12.3g} {beyond:>7.0%} {kept:>10.0%} "
+                f"{complete:>9.1f} {few:>12.0%}"
+            )
 
 
 def main() -> None:

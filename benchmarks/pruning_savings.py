@@ -28,7 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with, trained_kimg
-from hpo.service.study import make_pruner
+from hpo.service.pruning import make_pruner
 from hpo.spec.spec import spec_from_dict
 from hpo.training.validation import PRUNING_METRIC
 

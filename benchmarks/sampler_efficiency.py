@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
 from benchmarks.tabular import NUM_EVALS, Table, build, replay_trial
+from hpo.service.pruning import make_pruner
 from hpo.service.space import suggest
-from hpo.service.study import make_pruner, make_sampler, sampler_name, startup_trials
+from hpo.service.study import make_sampler, sampler_name, startup_trials
 from hpo.spec.spec import Spec, spec_from_dict
 
 SAMPLERS: dict[str, dict[str, Any]] = {

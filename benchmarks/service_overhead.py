@@ -25,8 +25,9 @@ import optuna
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.service.context import StudyContext
+from hpo.service.pruning import make_pruner
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
-from hpo.service.study import create_or_resume, make_pruner, make_sampler
+from hpo.service.study import create_or_resume, make_sampler
 from hpo.service.urls import resolve_url
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec

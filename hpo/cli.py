@@ -182,7 +182,10 @@ def status_cmd(
 
 @command("doctor")
 def doctor_cmd(
-    spec: SpecArg,
+    spec: Annotated[
+        Path, typer.Argument(help="search-space spec (YAML), or a study's name: its stored spec", show_default=False)
+    ],
+    storage: StorageOpt = None,
     fast: Annotated[bool, typer.Option(help="data range, overfit, gradients, conditioning, schedule only")] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="folder for the grid of preprocessed images")] = Path(
         "runs/doctor"
@@ -199,7 +202,9 @@ def doctor_cmd(
 
     logs()
     set_threads(threads)
-    code = run_doctor_command(spec, fast=fast, out=out, memory_limit_gb=memory_limit_gb, workers=workers)
+    code = run_doctor_command(
+        spec, storage=storage, fast=fast, out=out, memory_limit_gb=memory_limit_gb, workers=workers
+    )
     if code:
         raise typer.Exit(code)
 

@@ -10,9 +10,11 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
+from hpo.scoring.sweep import ComboScore
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
+from hpo.spec.sampling import SamplingConfig
 from tests.service_helpers import write_spec
 
 DISTS = {
@@ -58,3 +60,11 @@ def random_params(rng: np.random.Generator) -> dict[str, Any]:
         "schedule": str(rng.choice(["linear", "cosine"])),
         "guidance_scale": float(rng.uniform(1, 3)),
     }
+
+
+def planted_sweep(grid: dict[tuple[int, float], float]) -> list[dict[str, object]]:
+    """A trial's stored sampling sweep with these scores per (DDIM steps, guidance)."""
+    return [
+        ComboScore(SamplingConfig(guidance_scale=w, ddim_steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()
+        for (n, w), v in grid.items()
+    ]

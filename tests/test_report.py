@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import io
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +18,7 @@ from PIL import Image
 from tests.browser import browse
 from tests.pg import free_port
 from tests.report_study import build_study
-from tests.service_helpers import dashboard_study_names, hpo_env, study_report
+from tests.service_helpers import dashboard_study_names, hpo, hpo_env, study_report
 
 pytestmark = pytest.mark.slow
 HOSTILE = "<script>alert(1)</script>"
@@ -42,7 +45,7 @@ def test_report_has_every_section_with_figures_and_embedded_images(report: tuple
         assert f"<h2>{heading}</h2>" in page
     assert "classifier-FID" in page and "not comparable with Inception FID" in page
     assert "pruning saved about" in page
-    assert page.count('class="plotly-graph-div"') >= 8  # importances ×2, curves, history, parallel, slice, contour, …
+    assert page.count('class="plotly-graph-div"') >= 7  # importances ×2, curves, levels, history, slice, contour, …
     assert page.count("data:image/png;base64,") >= 4  # best trials' grids and the per-evaluation grids
     assert not re.search(r"<(script|img|link)[^>]+(src|href)=[\"']?https?:", page)  # self-contained: opens offline
     failures = page[page.index("Failures and pruned trials") :]
@@ -127,3 +130,38 @@ def test_dashboard_serves_the_study_and_its_page_loads(report: tuple[optuna.Stud
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# Appended to the commands that queue or train, so the suite stays short; each still runs for real
+# on the study it was suggested for (the queued work itself is run by the confirm and launch tests).
+CHEAPER = {
+    "launch": ["--workers", "0", "--detach", "--skip-doctor"],
+    "confirm": ["--detach"],
+    "train": ["--set", "train.kimg=0.2", "--threads", "1"],
+    "doctor": ["--fast", "--threads", "1"],
+}
+SERVERS = {"dashboard", "tensorboard"}  # run forever: test_dashboard_serves_the_study_and_its_page_loads
+
+
+def suggested_commands(page: str) -> list[str]:
+    """Every ``hpo …`` command the report prints, in `backticks` or <code>, in page order."""
+    found = re.findall(r"`(hpo [^`]+)`|<code>(hpo [^<]+)</code>", page)
+    return list(dict.fromkeys(html.unescape(a or b) for a, b in found))
+
+
+def test_every_command_the_report_suggests_succeeds_on_its_study(
+    report: tuple[optuna.Study, Path, str], tmp_path: Path
+) -> None:
+    _, path, page = report
+    commands = suggested_commands(page)
+    verbs = {shlex.split(c)[1] for c in commands}
+    assert {"narrow", "launch", "confirm", "train", "doctor"} <= verbs, commands
+    work = tmp_path / "work"
+    shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns("*.html"))  # the study's database and artifacts
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        if argv[0] in SERVERS:
+            continue
+        assert not any(a.isupper() for a in argv), f"{command}: a placeholder, not a command"
+        done = hpo(*argv, *CHEAPER.get(argv[0], []), cwd=work, timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"

@@ -16,12 +16,10 @@ from optuna.trial import TrialState
 from hpo.report.data import complete, relative_sweep, summarise, sweep_answer, sweep_of, ties_with_best
 from hpo.report.importance import Importances, study_importances
 from hpo.scoring.noise import Noise
-from hpo.scoring.sweep import ComboScore
 from hpo.service.confirm import create_companion, verdict
-from hpo.spec.sampling import SamplingConfig
 from tests.browser import browse
 from tests.service_helpers import study_report
-from tests.study_builders import add, new_study, random_params
+from tests.study_builders import add, new_study, planted_sweep, random_params
 
 
 @pytest.fixture(scope="module")
@@ -172,15 +170,8 @@ def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floo
     text = status_text(f"sqlite:///{tmp_path / 'hpo.db'}", "scaled")
     assert f"real held-out images score {floor:g} (256 images): {expected}" in text
     page = study_report(study, tmp_path / "s.html", artifact_dir=None).read_text()
-    assert "<b>Scale</b>: Real held-out images score" in page and expected in page
+    assert "<b>Real images on this score</b>: Real held-out images score" in page and expected in page
     assert "± is the noise of re-sampling one trained model; another training seed moves a score more" in page
-
-
-def planted_sweep(grid: dict[tuple[int, float], float]) -> list[dict[str, object]]:
-    return [
-        ComboScore(SamplingConfig(guidance_scale=w, ddim_steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()
-        for (n, w), v in grid.items()
-    ]
 
 
 def test_the_sampling_advice_is_the_best_trials_own_and_a_baseline_cannot_swamp_it(tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hpo.service.pruning import BASELINE_ATTR, make_pruner
 from hpo.service.study import (
     AUTO_GP_UP_TO,
-    make_pruner,
     make_sampler,
     sampler_name,
     sampler_warning,
@@ -72,11 +72,16 @@ def test_gp_starts_modelling_after_a_third_of_the_study_within_4_and_10_and_tpe_
     assert startup_trials(explicit) == 2
 
 
-def decisions(pruner: optuna.pruners.BasePruner, finished: list[float], candidate: float) -> bool:
-    """Whether ``pruner`` stops a trial reporting ``candidate`` at step 1 after ``finished`` trials."""
+def decisions(
+    pruner: optuna.pruners.BasePruner, finished: list[float], candidate: float, *, baseline: int | None = None
+) -> bool:
+    """Whether ``pruner`` stops a trial reporting ``candidate`` at step 1 after ``finished`` trials
+    (the one at index ``baseline`` enqueued as the spec's baseline)."""
     study = optuna.create_study(pruner=pruner)
-    for value in finished:
+    for i, value in enumerate(finished):
         trial = study.ask()
+        if i == baseline:
+            trial.set_user_attr(BASELINE_ATTR, True)
         trial.report(value, step=1)
         study.tell(trial, value)
     trial = study.ask()
@@ -86,10 +91,32 @@ def decisions(pruner: optuna.pruners.BasePruner, finished: list[float], candidat
     return pruned
 
 
+UNGUARDED = {"spare_until_complete": 0}
+
+
+def test_a_trial_ahead_of_the_baseline_is_kept_until_the_study_has_4_complete_trials(tmp_path: Path) -> None:
+    """The quickstart's case: a baseline at 0.87 and a winner at 0.30 put the median near 0.59, and
+    trials at 0.79 and 0.78 (better than the baseline) were pruned, leaving 2 complete trials of 10;
+    guarded, they train on until 4 are complete, then the median decides again."""
+    guarded = make_pruner(spec(tmp_path, pruner={"name": "median"}))
+    plain = make_pruner(spec(tmp_path, pruner={"name": "median", **UNGUARDED}))
+    finished = [0.87, 0.30]
+    assert decisions(plain, finished, 0.79, baseline=0)
+    assert not decisions(guarded, finished, 0.79, baseline=0)
+    assert decisions(guarded, finished, 0.90, baseline=0)  # behind the baseline: the median decides
+    assert decisions(guarded, finished, 0.79)  # no baseline in the study: the median decides
+    for name in ("percentile", "successive_halving", "hyperband"):
+        assert not decisions(make_pruner(spec(tmp_path, pruner={"name": name})), finished, 0.79, baseline=0)
+    assert spec(tmp_path, pruner={"name": "median"}).pruner.spare_until_complete == 4  # the default
+    assert decisions(guarded, [0.87, 0.30, 0.5, 0.6], 0.79, baseline=0)  # 4 complete: the median decides
+
+
 def test_the_percentile_pruner_stops_a_trial_the_median_keeps(tmp_path: Path) -> None:
     finished = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # median 3.5; best third below ~2.7
-    median = make_pruner(spec(tmp_path, pruner={"name": "median", "startup_trials": 2}))
-    third = make_pruner(spec(tmp_path, pruner={"name": "percentile", "percentile": 33.0, "startup_trials": 2}))
+    median = make_pruner(spec(tmp_path, pruner={"name": "median", "startup_trials": 2, **UNGUARDED}))
+    third = make_pruner(
+        spec(tmp_path, pruner={"name": "percentile", "percentile": 33.0, "startup_trials": 2, **UNGUARDED})
+    )
     assert not decisions(median, finished, 3.0) and decisions(third, finished, 3.0)
     assert not decisions(third, finished, 2.0) and decisions(median, finished, 4.0)
     # the measured defaults: 2 start-up trials, no warm-up point

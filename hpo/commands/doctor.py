@@ -8,12 +8,31 @@ import typer
 
 from hpo.doctor.checklist import Checklist
 from hpo.doctor.run import run_doctor
+from hpo.errors import HpoError
 from hpo.spec.loading import load_spec
+from hpo.spec.spec import Spec
 
 
-def run_doctor_command(spec_path: Path, *, fast: bool, out: Path, memory_limit_gb: float | None, workers: int) -> int:
+def spec_or_study(target: Path, storage: str | None) -> Spec:
+    """The spec file ``target``, or when no such file exists, the spec stored in the study of that name."""
+    if target.exists() or target.suffix in (".yaml", ".yml"):
+        return load_spec(target)
+    from hpo.service.storage import open_storage
+    from hpo.service.study import load, require_spec
+    from hpo.service.urls import redact, resolve_url
+
+    url = resolve_url(storage)
+    try:
+        return require_spec(load(open_storage(url, must_exist=True), str(target), redact(url)))
+    except HpoError as err:
+        raise HpoError(f"{target}: no such spec file, and not a study either ({err})") from None
+
+
+def run_doctor_command(
+    target: Path, *, storage: str | None, fast: bool, out: Path, memory_limit_gb: float | None, workers: int
+) -> int:
     """Each check is printed as it finishes; a long one says every few seconds that it is still running."""
-    spec = load_spec(spec_path)
+    spec = spec_or_study(target, storage)
     checklist = Checklist(lambda c: typer.echo(c.line()), lambda text: typer.echo(text, err=True))
     checks = run_doctor(
         spec, fast=fast, out_dir=out, memory_limit_gb=memory_limit_gb, workers=workers, checklist=checklist

@@ -41,6 +41,22 @@ class Summary:
     n_trials: int
 
 
+def validation_points(t: FrozenTrial, metric: str) -> list[tuple[float, float]]:
+    """(kimg, ``metric``) at each evaluation point of the trial's stored curve, in order."""
+    curve = current_attrs(t).get("curve") or {}
+    rows = [(int(k), v) for k, v in curve.items()] if isinstance(curve, dict) else []
+    return [(float(v["kimg"]), float(v[metric])) for _, v in sorted(rows, key=lambda kv: kv[0]) if metric in v]
+
+
+def wall_seconds(trials: Sequence[FrozenTrial], now: datetime.datetime | None = None) -> float:
+    """From the first trial's start to the last one's end (or ``now`` while one runs)."""
+    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
+    ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]
+    if any(t.state == TrialState.RUNNING for t in trials) and now is not None:
+        ends.append(now)
+    return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
+
+
 def trial_seconds(t: FrozenTrial, now: datetime.datetime | None = None) -> float:
     if t.datetime_start is None:
         return 0.0

@@ -6,12 +6,14 @@ from __future__ import annotations
 import html
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import optuna
 import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
+from plotly.colors import qualitative
 
+from hpo.report.bundle import CARTESIAN_TRACES, defer
 from hpo.report.data import SweepRows, grid_statistic, relative_sweep, sweep_grid
 from hpo.report.importance import Importances
 from hpo.scoring.sweep import ComboScore
@@ -20,22 +22,46 @@ from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
 STOPPED = (TrialState.PRUNED, TrialState.FAIL)
+PALETTE = qualitative.Dark24  # 24 distinct colours; a study's trials take them in order of their number
+Colours = Mapping[int, str]
 
 
-def figure_html(fig: go.Figure, title: str) -> str:
+def trial_colours(trials: Sequence[FrozenTrial]) -> dict[int, str]:
+    """One colour per trial, the same in every chart of the report."""
+    return {t.number: PALETTE[i % len(PALETTE)] for i, t in enumerate(sorted(trials, key=lambda t: t.number))}
+
+
+def points_in(fig: go.Figure) -> int:
+    """Data points over all traces (a heatmap's filled cells)."""
+    total = 0
+    for trace in fig.data:
+        z = getattr(trace, "z", None)
+        if z is not None:
+            total += sum(1 for row in z for v in row if v is not None)
+        else:
+            total += len(trace.x if trace.x is not None else trace.y if trace.y is not None else ())
+    return total
+
+
+def figure_html(fig: go.Figure, title: str, *, empty: str = "no trial has reported these values yet") -> str:
+    """The figure, or a sentence instead of a chart with fewer than 2 points."""
+    outside = {trace.type for trace in fig.data} - CARTESIAN_TRACES
+    if outside:
+        raise ValueError(f"trace types {sorted(outside)} are not in the report's plotly.js bundle (report/bundle.py)")
+    if points_in(fig) < 2:
+        return f"<p><b>{html.escape(title)}</b>: not drawn, {html.escape(empty)}.</p>"
     fig.update_layout(
         title=None, margin={"l": 50, "r": 20, "t": 30, "b": 40}, height=420, template="plotly_white", autosize=True
     )
     fig.update_layout(width=None)
     body = fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
-    return f'<figure class="plot"><figcaption>{html.escape(title)}</figcaption>{body}</figure>'
+    return f'<figure class="plot"><figcaption>{html.escape(title)}</figcaption>{defer(body)}</figure>'
 
 
 def optuna_figure(name: str, study: optuna.Study, **kwargs: object) -> go.Figure | None:
     """An optuna.visualization figure, or None when the study cannot support it yet."""
     plot = {
         "history": optuna.visualization.plot_optimization_history,
-        "parallel": optuna.visualization.plot_parallel_coordinate,
         "slice": optuna.visualization.plot_slice,
         "contour": optuna.visualization.plot_contour,
     }[name]
@@ -73,8 +99,16 @@ def _curve(t: FrozenTrial) -> list[tuple[int, dict[str, float]]]:
     return sorted(((int(k), v) for k, v in curve.items()), key=lambda kv: kv[0]) if isinstance(curve, dict) else []
 
 
-def curve_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
-    """The pruning metric at each evaluation point; dotted with a ✕ where a trial was stopped."""
+def trial_name(t: FrozenTrial) -> str:
+    """``#3 pruned at 4 kimg``: the legend's and the hover's name of a trial."""
+    state, points = t.state.name.lower(), _curve(t)
+    where = f" at {points[-1][1]['kimg']:.3g} kimg" if t.state in STOPPED and points else ""
+    return f"#{t.number}{' baseline' if t.user_attrs.get('baseline') else ''} {state}{where}"
+
+
+def curve_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
+    """The pruning metric at each evaluation point; dotted and ending in a ✕ (of the trial's own
+    colour, named on hover) where a trial was stopped."""
     fig = go.Figure()
     for t in trials:
         points = _curve(t)
@@ -82,26 +116,24 @@ def curve_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
             continue
         x = [p["kimg"] for _, p in points]
         y = [p.get(PRUNING_METRIC) for _, p in points]
-        stopped = t.state in STOPPED
+        stopped, name, colour = t.state in STOPPED, trial_name(t), colours.get(t.number)
+        hover = f"{name}: %{{y:.3g}}<extra></extra>"
         fig.add_scatter(
-            x=x,
-            y=y,
-            mode="lines+markers",
-            name=f"#{t.number} {t.state.name.lower()}",
-            line={"dash": "dot" if stopped else "solid", "width": 1 if stopped else 2},
-            opacity=0.6 if stopped else 1,
-        )
+            x=x, y=y, mode="lines+markers", name=name, legendgroup=name, hovertemplate=hover,
+            line={"dash": "dot" if stopped else "solid", "width": 1 if stopped else 2, "color": colour},
+            opacity=0.7 if stopped else 1,
+        )  # fmt: skip
         if stopped:
             fig.add_scatter(
-                x=[x[-1]], y=[y[-1]], mode="markers", marker={"symbol": "x", "size": 11, "color": "crimson"},
-                showlegend=False, name=f"#{t.number} stopped",
+                x=[x[-1]], y=[y[-1]], mode="markers", marker={"symbol": "x", "size": 11, "color": colour},
+                showlegend=False, legendgroup=name, name=name, hovertemplate=hover,
             )  # fmt: skip
     fig.update_layout(xaxis_title="kimg (thousands of images seen)", yaxis_title=f"{PRUNING_METRIC} (lower is better)")
     fig.update_yaxes(type="log")
     return fig
 
 
-def level_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
+def level_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
     """Where along the noise range each model is weak: the error ratio per log-SNR level at its
     last evaluation point (1 = no better than the per-pixel linear denoiser)."""
     fig = go.Figure()
@@ -112,8 +144,9 @@ def level_figure(trials: Sequence[FrozenTrial]) -> go.Figure:
         last = points[-1][1]
         levels = sorted((float(k.split("@")[1]), v) for k, v in last.items() if k.startswith(f"{PRUNING_METRIC}@"))
         fig.add_scatter(
-            x=[lam for lam, _ in levels], y=[v for _, v in levels], mode="lines+markers", name=f"#{t.number}"
-        )
+            x=[lam for lam, _ in levels], y=[v for _, v in levels], mode="lines+markers", name=trial_name(t),
+            line={"color": colours.get(t.number)},
+        )  # fmt: skip
     fig.update_layout(xaxis_title="log-SNR level (left: noisy, right: nearly clean)", yaxis_title="error ratio")
     return fig
 
@@ -149,14 +182,15 @@ def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
     return fig
 
 
-def scatter_figure(trials: Sequence[FrozenTrial], param: str, metric: str) -> go.Figure | None:
+def scatter_figure(trials: Sequence[FrozenTrial], param: str, metric: str, colours: Colours) -> go.Figure | None:
     points = [(t, t.params[param]) for t in trials if param in t.params and t.value is not None]
     if len(points) < 2:
         return None
     fig = go.Figure(
         go.Scatter(
-            x=[p for _, p in points], y=[t.value for t, _ in points], mode="markers", marker={"size": 10},
-            text=[f"#{t.number}" for t, _ in points],
+            x=[p for _, p in points], y=[t.value for t, _ in points], mode="markers",
+            marker={"size": 10, "color": [colours.get(t.number) for t, _ in points]},
+            text=[trial_name(t) for t, _ in points],
         )
     )  # fmt: skip
     fig.update_layout(xaxis_title=param, yaxis_title=metric)

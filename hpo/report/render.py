@@ -17,10 +17,10 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
-from plotly.offline import get_plotlyjs
 
 from hpo.errors import HpoError
 from hpo.report import figures
+from hpo.report.bundle import loader_html
 from hpo.report.data import (
     FailureGroup,
     Summary,
@@ -32,22 +32,26 @@ from hpo.report.data import (
     sweep_answer,
     sweep_of,
     ties_with_best,
+    validation_points,
+    wall_seconds,
 )
 from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
 from hpo.report.narrow import narrow
 from hpo.scoring.progress import fidelity_text, floor_reading
+from hpo.scoring.stopping import validation_trend
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
 from hpo.service.names import path_component
 from hpo.service.placement import Placement
-from hpo.service.study import FLOOR_ATTR, require_spec
+from hpo.service.study import DATA_ATTR, FLOOR_ATTR, require_spec, stored_spec
 from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
+MIN_SEARCH_POINTS = 3  # complete trials before the search's charts (history, slices, contour) say anything
 
 
 def image_tag(store: FileSystemArtifactStore | None, artifact_id: object, alt: str) -> str:
@@ -97,15 +101,13 @@ def narrow_step(study: optuna.Study, trials: Sequence[FrozenTrial], metric: str)
 
 
 def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
-    counts = " · ".join(f"{v} {escape(k)}" for k, v in s.counts.items() if v)
     best = "no complete trial yet"
     if s.best is not None:
-        kid = s.best.user_attrs.get("kid")
-        kid_text = f", KID {kid:.4g}" if isinstance(kid, (int, float)) else ""
+        kid_text = kid_html(s.best.user_attrs.get("kid"), floor)
         noise = f" {s.noise.text()}" if s.noise.sd is not None else ""
         seeds = (
             " (± is the noise of re-sampling one trained model; another training seed moves a score more: "
-            "`hpo confirm` measures that spread)"
+            f"`hpo confirm {s.study_name}` measures that spread)"
             if noise
             else ""
         )
@@ -123,10 +125,18 @@ def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
     return (
         f"<ul><li><b>Best</b>: {best}</li><li><b>Against the baseline</b>: {escape(best_vs_baseline(s))}</li>"
         f"{scale_html(s, floor)}"
-        f"<li><b>Trials</b>: {counts} (study size {s.n_trials})</li>"
         f"<li><b>Compute</b>: {s.compute_seconds / 3600:.2f} h of worker time, running trials included; pruning "
         f"saved about {s.saved_seconds / 3600:.2f} h</li><li><b>Metric</b>: {escape(note)}</li></ul>"
     )
+
+
+def kid_html(kid: object, floor: dict[str, float] | None) -> str:
+    """KID beside the value real held-out images reach on it (0 = the reference's own distribution)."""
+    if not isinstance(kid, (int, float)):
+        return ""
+    real = (floor or {}).get("kid")
+    scale = f"; real held-out images: {real:.3g}" if isinstance(real, (int, float)) else ""
+    return f", KID {kid:.3g} (unbiased MMD² of the same features, 0 = indistinguishable from the reference{scale})"
 
 
 def scale_html(s: Summary, floor: dict[str, float] | None) -> str:
@@ -134,7 +144,31 @@ def scale_html(s: Summary, floor: dict[str, float] | None) -> str:
     text = floor_reading(s.best.value if s.best is not None else None, s.noise, floor)
     if not text:
         return ""
-    return f"<li><b>Scale</b>: {escape(text[0].upper() + text[1:])}</li>"
+    return f"<li><b>Real images on this score</b>: {escape(text[0].upper() + text[1:])}</li>"
+
+
+def header_html(study: optuna.Study, trials: Sequence[FrozenTrial], s: Summary) -> str:
+    """What the study was: data, budget, trials, wall time, score: the facts every section rests on."""
+    spec = stored_spec(study)
+    facts = study.user_attrs.get(DATA_ATTR) or {}
+    items = []
+    if spec is not None:
+        data = f"{spec.data.source} at {facts.get('image_size', spec.data.image_size)} px"
+        if facts:
+            classes = f"{facts['classes']} classes" if facts.get("classes", 0) > 1 else "unlabelled"
+            data += f": {facts['train']:,} training + {facts['held_out']:,} held-out images, {classes}"
+        items.append(("Data", data))
+        target = f"; the winner is meant for {spec.study.target_kimg:g} kimg" if spec.study.target_kimg else ""
+        items.append(
+            ("Budget", f"{spec.train.kimg:g} kimg per trial (thousands of images seen), {spec.train.num_evals} "
+             f"evaluation points{target}")
+        )  # fmt: skip
+        items.append(("Score", f"{s.metric_name} of {spec.score.num_samples} samples per trial"))
+    counts = ", ".join(f"{v} {k}" for k, v in s.counts.items() if v)
+    items.append(("Trials", f"{sum(s.counts[k] for k in ('complete', 'pruned', 'failed'))} of {s.n_trials} ({counts})"))
+    wall = wall_seconds(trials, datetime.datetime.now())
+    items.append(("Wall time", f"{wall / 60:.1f} min from the first trial's start to the last one's end"))
+    return "<ul class='facts'>" + "".join(f"<li><b>{k}</b>: {escape(v)}</li>" for k, v in items) + "</ul>"
 
 
 def importance_html(imp: Importances) -> str:
@@ -275,10 +309,19 @@ figure.plot{margin:1em 0;max-width:100%;overflow-x:auto}figcaption{font-weight:6
 .plotly-graph-div{max-width:100%}.strip img{height:40px;image-rendering:pixelated}"""
 
 
-def search_html(study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Importances, metric: str) -> str:
+def search_html(
+    study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Importances, metric: str, colours: figures.Colours
+) -> str:
+    done = complete(trials)
+    if len(done) < MIN_SEARCH_POINTS:
+        return (
+            "<h2>The search</h2><p>The search's charts (optimisation history, slices, contour, the score against "
+            f"guidance and steps) are drawn from {MIN_SEARCH_POINTS} complete trials; this study has {len(done)}"
+            f"{': ' + ', '.join(f'#{t.number}' for t in done) if done else ''}. Their scores are in the summary, their "
+            "samples below; the learning curves above cover every trial.</p>"
+        )
     plots: list[tuple[str, str, dict[str, object]]] = [
         ("history", "Optimization history", {}),
-        ("parallel", "Parallel coordinates", {}),
         ("slice", "Slice plots per parameter", {}),
     ]
     top = fid_imp.ranked[:2]
@@ -290,17 +333,73 @@ def search_html(study: optuna.Study, trials: Sequence[FrozenTrial], fid_imp: Imp
         if fig is not None:
             parts.append(figures.figure_html(fig, title))
     for param in ("guidance_scale", "ddim_steps"):
-        fig = figures.scatter_figure(trials, param, metric)
+        fig = figures.scatter_figure(trials, param, metric, colours)
         if fig is not None:
             parts.append(figures.figure_html(fig, f"{metric} against {param} (searched per trial)"))
     if not parts:
         return ""
-    return f"<h2>The search</h2><p class='note'>{len(complete(trials))} complete trials.</p>{''.join(parts)}"
+    return (
+        f"<h2>The search</h2><p class='note'>{len(done)} complete trials; the dashboard (`hpo dashboard`) has "
+        f"Optuna's parallel-coordinate plot too.</p>{''.join(parts)}"
+    )
 
 
-def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactStore | None) -> str:
+def stop_html(done: Sequence[FrozenTrial], most: int = 3) -> str:
+    """*When to stop?* from the best trials' own curves of the validation metric, before any ladder."""
+    if not done:
+        return "<p>No complete trial yet: nothing says whether longer training would help.</p>"
+    lines = [(t, validation_trend(validation_points(t, PRUNING_METRIC), PRUNING_METRIC)) for t in done[:most]]
+    improving = [f"#{t.number}" for t, v in lines if v.kind == "improving"]
+    if improving:
+        who = " and ".join(improving) if len(improving) <= 2 else f"{', '.join(improving[:-1])} and {improving[-1]}"
+        verb = "still improves" if len(improving) == 1 else "still improve"
+        head = (
+            f"{who} {verb} at the study's budget: the ranking is of unfinished models, and a longer budget should pay."
+        )
+    else:
+        head = "None of the best trials still improves at the study's budget by its own curve."
+    rows = "".join(f"<li>#{t.number}: {escape(v.text)}</li>" for t, v in lines)
+    return f"<p><b>{escape(head)}</b> (validation metric, each trial's own curve)</p><ul>{rows}</ul>"
+
+
+def winner_html(study: optuna.Study, s: Summary, artifact_dir: Path | None) -> str:
+    """Where the best trial's weights are and the commands that retrain and sample it."""
+    best = s.best
+    if best is None:
+        return "<p>No complete trial yet.</p>"
+    spec = stored_spec(study)
+    ckpt = best.user_attrs.get("ema_checkpoint")
+    path = artifact_dir / ckpt if artifact_dir is not None and isinstance(ckpt, str) else None
+    where = (
+        f"<li><b>Weights</b>: <code>{escape(str(path))}</code> — the EMA network's state_dict "
+        f"(<code>torch.load</code>), {best.user_attrs.get('num_parameters', 0):,} parameters, trained "
+        f"{best.user_attrs.get('budget_kimg', 0):g} kimg; the architecture is the study's spec with "
+        f"{params_text(best)}</li>"
+        if path is not None and path.is_file()
+        else "<li><b>Weights</b>: not in the artifact store this report was made from (`--artifacts`).</li>"
+    )
+    target = (
+        spec.study.target_kimg
+        if spec is not None and spec.study.target_kimg
+        else 4 * float(best.user_attrs.get("budget_kimg", 16))
+    )
+    name = study.study_name
+    retrain = f"hpo train --from {name}:{best.number} --set train.kimg={target:g} -o runs/{path_component(name)}-winner"
+    return (
+        f"<p>Trial #{best.number} ({escape(sampling_text(best))}).</p><ul>{where}"
+        f"<li><b>Train it for longer</b>: <code>{escape(retrain)}</code> — the trial's spec and parameters at "
+        f"{target:g} kimg; writes a checkpoint, a sample grid at its best sampling setting and the sweep's table "
+        "(add <code>--storage URL</code> when the study is not in ./hpo.db)</li>"
+        f"<li><b>Check that it holds</b>: <code>hpo confirm {escape(name)}</code> retrains the top configurations "
+        "with fresh seeds</li></ul>"
+    )
+
+
+def render(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None) -> str:
     """The report page; ``storage`` is the study's (its confirmation and budget ladder live there too)."""
+    store = FileSystemArtifactStore(str(artifact_dir)) if artifact_dir is not None and artifact_dir.is_dir() else None
     trials = own_trials(study)
+    colours = figures.trial_colours(trials)
     s = summarise(study, trials)
     done = complete(trials)
     fid_imp, val_imp = study_importances(trials, s.metric_name)
@@ -308,6 +407,7 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
     top = done[:5] + [t for t in done[5:] if t.user_attrs.get("baseline")]
     parts = [
         f"<h1>Study {escape(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
+        header_html(study, trials, s),
         "<h2>Summary</h2>",
         summary_html(s, study.user_attrs.get(FLOOR_ATTR)),
         f"<p class='note'>{escape(carried)}.</p>" if (carried := carried_text(study)) else "",
@@ -317,26 +417,30 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
         narrow_step(study, trials, s.metric_name),
         "<h2>Is it learning?</h2>",
         figures.figure_html(
-            figures.curve_figure(learning),
+            figures.curve_figure(learning, colours),
             f"Learning curves of {len(learning)} trials: {PRUNING_METRIC} at the fixed evaluation points "
             "(dotted + ✕: pruned or failed)",
         ),
         figures.figure_html(
-            figures.level_figure(top),
+            figures.level_figure(top, colours),
             f"Where along the noise range the top {len(top)} models are weak: error ratio to a linear denoiser "
             "per log-SNR level, last evaluation (1 = learned nothing there)",
         ),
         next_step(
-            "a curve that stays flat near 1 did not learn: check `hpo doctor`; a level stuck near 1 is where to look."
+            f"a curve that stays flat near 1 did not learn: check `hpo doctor {study.study_name}` (the checklist on "
+            "the study's spec); a level stuck near 1 is where to look."
         ),
         "<h2>Sampling: guidance, DDIM steps, EMA length</h2>",
         sweep_html(done, s),
-        search_html(study, trials, fid_imp, s.metric_name),
+        search_html(study, trials, fid_imp, s.metric_name, colours),
         "<h2>Samples</h2>",
         samples_html(trials, study, store, s),
         "<h2>Confirmed at full length?</h2>",
         confirm_html(study, storage),
+        "<h2>Use the winner</h2>",
+        winner_html(study, s, artifact_dir),
         "<h2>Is it still learning at longer budgets? When to stop?</h2>",
+        stop_html(done),
         ladder_html(study, storage, s.metric_name),
         "<h2>Failures and pruned trials</h2>",
         failures_html(failure_groups(trials)),
@@ -345,7 +449,7 @@ def render(study: optuna.Study, storage: BaseStorage, store: FileSystemArtifactS
     ]
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpo report: {escape(s.study_name)}</title>"
-        f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style><script>{get_plotlyjs()}</script>"
+        f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style>{loader_html()}"
         f"</head><body>{''.join(parts)}</body></html>"
     )
 
@@ -355,9 +459,8 @@ def report_path(study_name: str, folder: Path = Path("reports")) -> Path:
 
 
 def write_report(study: optuna.Study, storage: BaseStorage, path: Path, *, artifact_dir: Path | None) -> Path:
-    store = FileSystemArtifactStore(str(artifact_dir)) if artifact_dir is not None and artifact_dir.is_dir() else None
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the launcher and a worker may both write it
-    tmp.write_text(render(study, storage, store), encoding="utf-8")
+    tmp.write_text(render(study, storage, artifact_dir), encoding="utf-8")
     tmp.replace(path)
     return path

@@ -37,9 +37,12 @@ class Floor:
     precision: float | None = None  # real images against the reference, like samples: the ceiling
     recall: float | None = None
     class_accuracy: float | None = None  # the classifier on held-out real images (labelled data only)
+    kid: float | None = None  # KID of the held-out images (mean over draws): the scale a sample's KID is read on
 
     def as_dict(self) -> dict[str, float]:
-        extras = {"precision": self.precision, "recall": self.recall, "class_accuracy": self.class_accuracy}
+        extras = {
+            "precision": self.precision, "recall": self.recall, "class_accuracy": self.class_accuracy, "kid": self.kid,
+        }  # fmt: skip
         return {
             **{k: v for k, v in extras.items() if v is not None},
             "score": self.score,
@@ -80,7 +83,7 @@ class ProgressProbe:
         n = min(self.scorer.config.num_samples, feats.shape[0])
         rng = np.random.default_rng(0)
         draws = [feats[rng.permutation(feats.shape[0])[:n]] for _ in range(FLOOR_DRAWS)]
-        scores = [fid_kid(d, self.scorer.reference)[0] for d in draws]
+        scores, kids = zip(*(fid_kid(d, self.scorer.reference) for d in draws), strict=True)
         fidelity = [self.scorer.precision_recall(d) for d in draws] if n > K else []
         labelled = self.data.num_classes > 1
         accuracy = classified_share(self.scorer.extractor, images, self.data.val_labels) if labelled else None
@@ -93,6 +96,7 @@ class ProgressProbe:
             float(np.mean([f.precision for f in fidelity])) if fidelity else None,
             float(np.mean([f.recall for f in fidelity])) if fidelity else None,
             accuracy,
+            float(np.mean(kids)),
         )
 
     def measure(

@@ -10,6 +10,7 @@ more than :data:`MAX_EXTRAPOLATION` × past the last point.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -99,6 +100,47 @@ def stop_verdict(points: Sequence[Point], *, noise: float | None, copy_floor: fl
         since = next(p.kimg for p in pts if all(q.score - best.score <= margin for q in pts if q.kimg >= p.kimg))
         text = f"plateaued since {since:.3g} kimg: every later score is within the noise of the best"
     return StopVerdict("plateau", f"{text} ({slope:+.3g} per doubling, {noise_text}); stop here", since, slope)
+
+
+FLAT_PER_DOUBLING = 0.02  # the validation metric moving less than 2 % per doubling of the budget is flat
+
+
+def validation_trend(
+    points: Sequence[tuple[float, float]], metric: str, flat: float = FLAT_PER_DOUBLING
+) -> StopVerdict:
+    """A trial's own curve of the validation metric ((kimg, value), lower is better) read for *when to
+    stop* before any budget ladder exists: still improving over its last doubling of the budget by
+    more than ``flat`` (relative), else flat (or rising) since the first point from which every later
+    doubling moved it less than that."""
+    pts = sorted((k, v) for k, v in points if k > 0 and math.isfinite(v) and v > 0)
+    if len(pts) < 2:
+        return StopVerdict("too_early", f"too early to tell: {len(pts)} evaluation point(s) of {metric}, need 2")
+    last_k, last_v = pts[-1]
+    half_k, half_v = min(pts[:-1], key=lambda p: abs(math.log2(p[0] / (last_k / 2))))
+    doublings = math.log2(last_k / half_k)
+    change = (last_v / half_v) ** (1 / doublings) - 1  # relative change per doubling
+    window = f"{metric} {half_v:.3g} → {last_v:.3g} from {half_k:.3g} to {last_k:.3g} kimg"
+    if change < -flat:
+        return StopVerdict(
+            "improving", f"still improving: {window} ({100 * change:+.0f} % per doubling): a longer budget should pay",
+            per_doubling=change,
+        )  # fmt: skip
+    if change > flat:
+        best_k = min(pts, key=lambda p: p[1])[0]
+        return StopVerdict(
+            "plateau", f"no better since {best_k:.3g} kimg: {window} ({100 * change:+.0f} % per doubling): a longer "
+            "budget alone will not help this configuration", since_kimg=best_k, per_doubling=change,
+        )  # fmt: skip
+    since = pts[-2][0]
+    for a, b in reversed(list(itertools.pairwise(pts))):
+        if abs((b[1] / a[1]) ** (1 / math.log2(b[0] / a[0])) - 1) >= flat:
+            break
+        since = a[0]
+    return StopVerdict(
+        "plateau", f"flat since {since:.3g} kimg: {window} ({100 * change:+.0f} % per doubling; under "
+        f"{100 * flat:.0f} % counts as flat): a longer budget alone is unlikely to help this configuration",
+        since_kimg=since, per_doubling=change,
+    )  # fmt: skip
 
 
 def _scatter(x: np.ndarray, y: np.ndarray) -> float:

@@ -31,7 +31,7 @@ from hpo.service.confirm import LADDER
 from hpo.service.context import StudyContext, sample_grid, sample_strip, upload, upload_real_grid
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
-from hpo.service.study import FLOOR_ATTR, pruned_reason
+from hpo.service.study import DATA_ATTR, FLOOR_ATTR, pruned_reason
 from hpo.service.trials import mark_ended, noise_estimates, own_trials, started_line
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
@@ -153,8 +153,10 @@ def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) ->
 
 
 def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
-    """The study's floor: real held-out images scored like samples, measured by the first worker
-    that needs it and stored on the study."""
+    """The study's floor (real held-out images scored like samples) and what its data holds,
+    measured by the first worker that needs them and stored on the study."""
+    if DATA_ATTR not in trial.study.user_attrs:
+        trial.study.set_user_attr(DATA_ATTR, ctx.data.summary())
     if FLOOR_ATTR not in trial.study.user_attrs:
         trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
 

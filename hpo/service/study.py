@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo import __version__
 from hpo.errors import ConfigError, HpoError
+from hpo.service.pruning import BASELINE_ATTR, make_pruner
 from hpo.service.space import grid
 from hpo.service.trials import is_carried, is_retry
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
@@ -21,6 +22,7 @@ from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 log = logging.getLogger("hpo.study")
 
 SPEC_ATTR, HASH_ATTR = "hpo_spec", "hpo_spec_hash"
+DATA_ATTR = "data"  # the data's image counts, classes and size (ImageData.summary): the report's header
 FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 
 
@@ -77,26 +79,6 @@ def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampl
     if name == "grid":
         return optuna.samplers.GridSampler(grid(spec.search), seed=seed)
     raise ValueError(f"unknown sampler {name!r}; expected one of auto, tpe, gp, random, grid")
-
-
-def make_pruner(spec: Spec) -> optuna.pruners.BasePruner:
-    """Steps are evaluation indices 1..K (the budget's fixed fractions), shared by every trial."""
-    p, evals = spec.pruner, spec.train.num_evals
-    if p.name == "none":
-        return optuna.pruners.NopPruner()
-    if p.name == "hyperband":
-        return optuna.pruners.HyperbandPruner(
-            min_resource=p.min_resource, max_resource=evals, reduction_factor=p.reduction_factor
-        )
-    if p.name == "successive_halving":
-        return optuna.pruners.SuccessiveHalvingPruner(
-            min_resource=p.min_resource, reduction_factor=p.reduction_factor, min_early_stopping_rate=0
-        )
-    # Optuna's earliest prune is at step == n_warmup_steps: warmup_evals points are never pruned.
-    return optuna.pruners.PercentilePruner(
-        50.0 if p.name == "median" else p.percentile,
-        n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1,
-    )  # fmt: skip
 
 
 def pruned_reason(spec: Spec) -> str:
@@ -171,7 +153,7 @@ def existing_study(spec: Spec, storage: RDBStorage, name: str) -> optuna.Study |
 
 
 def enqueue_baseline(study: optuna.Study, params: dict[str, object]) -> None:
-    study.enqueue_trial(dict(params), user_attrs={"baseline": True})
+    study.enqueue_trial(dict(params), user_attrs={BASELINE_ATTR: True})
 
 
 def create_or_resume(

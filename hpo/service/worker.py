@@ -29,9 +29,10 @@ from hpo.service.db_errors import is_storage_error
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.optuna_internals import trial_id
 from hpo.service.placement import RAN_ON_ATTR, Placement
+from hpo.service.pruning import make_pruner
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
-from hpo.service.study import SPEC_ATTR, load, make_pruner, make_sampler, progress, require_spec
+from hpo.service.study import SPEC_ATTR, load, make_sampler, progress, require_spec
 from hpo.service.trials import ended_line, mark_ended
 from hpo.service.urls import redact
 from hpo.spec.spec import Spec

@@ -75,6 +75,7 @@ class PrunerSettings:
     percentile: float = 50.0  # percentile: keep a trial while its metric is within the best this many %
     min_resource: int = 1  # hyperband / successive_halving: evaluation points every trial gets
     reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each rung
+    spare_until_complete: int = 4  # until this many trials are complete, a trial ahead of the baseline is not stopped
 
     def __post_init__(self) -> None:
         require(self.startup_trials >= 0, "startup_trials", f"must be >= 0, got {self.startup_trials}")
@@ -82,6 +83,8 @@ class PrunerSettings:
         require(0.0 < self.percentile < 100.0, "percentile", f"must be between 0 and 100, got {self.percentile}")
         require(self.min_resource >= 1, "min_resource", f"must be at least 1, got {self.min_resource}")
         require(self.reduction_factor >= 2, "reduction_factor", f"must be at least 2, got {self.reduction_factor}")
+        n = self.spare_until_complete
+        require(n >= 0, "spare_until_complete", f"must be >= 0 (0: no baseline guard), got {n}")
 
 
 @dataclass(frozen=True)

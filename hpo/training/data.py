@@ -53,6 +53,14 @@ class ImageData:
     def image_size(self) -> int:
         return int(self.train_images.shape[-1])
 
+    def summary(self) -> dict[str, int]:
+        """What the study trained on, in numbers the report's header shows."""
+        return {
+            "train": int(self.train_images.shape[0]), "held_out": int(self.val_images.shape[0]),
+            "classes": self.num_classes, "image_size": self.image_size, "channels": self.channels,
+            "skipped": len(self.skipped),
+        }  # fmt: skip
+
     def to(self, device: torch.device | str) -> ImageData:
         return replace(
             self,

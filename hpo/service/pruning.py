@@ -1,0 +1,67 @@
+"""The pruner a study runs: Optuna's own, built from the spec, and a guard: while fewer than
+``pruner.spare_until_complete`` trials are complete, a trial whose validation metric beats every
+baseline's at the same evaluation point is not stopped (a configuration already better than what a
+person would try by hand is worth finishing while the study has too few complete trials to rank
+anything; measured in ``benchmarks/pruning_replay.py``, README "Pruners")."""
+
+from __future__ import annotations
+
+import optuna
+from optuna.pruners import BasePruner
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.spec.spec import Spec
+
+BASELINE_ATTR = "baseline"  # user attribute of the trials enqueued from the spec's `baselines`
+
+
+def baseline_value(study: optuna.Study, step: int) -> float | None:
+    """The best validation metric any baseline of ``study`` reported at ``step`` (running ones too:
+    with parallel workers the baseline may still be training)."""
+    values = [
+        t.intermediate_values[step]
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get(BASELINE_ATTR) and step in t.intermediate_values
+    ]
+    return min(values, default=None)
+
+
+class SpareAheadOfBaseline(BasePruner):
+    """``inner``'s decision, except that a trial ahead of the baseline at its last point is kept
+    while the study has fewer than ``until`` complete trials."""
+
+    def __init__(self, inner: BasePruner, until: int) -> None:
+        self.inner, self.until = inner, until
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        if not self.inner.prune(study, trial):
+            return False
+        step = trial.last_step
+        if step is None or trial.user_attrs.get(BASELINE_ATTR):
+            return True
+        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= self.until:
+            return True
+        mine, theirs = trial.intermediate_values[step], baseline_value(study, step)
+        return theirs is None or not mine < theirs
+
+
+def make_pruner(spec: Spec) -> BasePruner:
+    """Steps are evaluation indices 1..K (the budget's fixed fractions), shared by every trial."""
+    p, evals = spec.pruner, spec.train.num_evals
+    if p.name == "none":
+        return optuna.pruners.NopPruner()
+    inner: BasePruner
+    if p.name == "hyperband":
+        inner = optuna.pruners.HyperbandPruner(
+            min_resource=p.min_resource, max_resource=evals, reduction_factor=p.reduction_factor
+        )
+    elif p.name == "successive_halving":
+        inner = optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=p.min_resource, reduction_factor=p.reduction_factor, min_early_stopping_rate=0
+        )
+    else:  # Optuna's earliest prune is at step == n_warmup_steps: warmup_evals points are never pruned.
+        inner = optuna.pruners.PercentilePruner(
+            50.0 if p.name == "median" else p.percentile,
+            n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1,
+        )  # fmt: skip
+    return SpareAheadOfBaseline(inner, p.spare_until_complete) if p.spare_until_complete else inner
