@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from hpo.scoring import features as features_module
+from hpo.scoring import score as score_module
 from hpo.scoring.distance import Reference, frechet
 from hpo.scoring.features import extract, inception_extractor
 from hpo.scoring.weights import WEIGHTS_ENV, sha256_of, verify_weights
@@ -59,7 +60,8 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def accept_standin(standin: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The extractor checks the stand-in's checksum (its own, not clean-fid's) before loading it."""
     expected = sha256_of(standin)
-    monkeypatch.setattr(features_module, "verify_weights", lambda path: verify_weights(path, expected))
+    for module in (features_module, score_module):  # the extractor, and the workers' preflight
+        monkeypatch.setattr(module, "verify_weights", lambda path: verify_weights(path, expected))
     monkeypatch.setenv(WEIGHTS_ENV, str(standin))
     return standin
 

@@ -136,7 +136,7 @@ def test_dashboard_serves_the_study_and_its_page_loads(report: tuple[optuna.Stud
 # on the study it was suggested for (the queued work itself is run by the confirm and launch tests).
 CHEAPER = {
     "launch": ["--workers", "0", "--detach", "--skip-doctor"],
-    "confirm": ["--detach"],
+    "confirm": ["--workers", "0", "--detach"],  # queued only: a detached local worker would outlive the test
     "train": ["--set", "train.kimg=0.2", "--threads", "1"],
     "doctor": ["--fast", "--threads", "1"],
 }
