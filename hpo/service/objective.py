@@ -153,10 +153,8 @@ def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) ->
 
 
 def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
-    """The study's floor (real held-out images scored like samples) and what its data holds,
-    measured by the first worker that needs them and stored on the study."""
-    if DATA_ATTR not in trial.study.user_attrs:
-        trial.study.set_user_attr(DATA_ATTR, ctx.data.summary())
+    """The study's floor: real held-out images scored like samples, measured by the first worker
+    that needs it and stored on the study."""
     if FLOOR_ATTR not in trial.study.user_attrs:
         trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
 
@@ -288,6 +286,8 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
     if not math.isfinite(best.fid):
         raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.fid}")
     _ensure_floor(trial, ctx)
+    if DATA_ATTR not in trial.study.user_attrs:  # what the study trains on: the report's header
+        trial.study.set_user_attr(DATA_ATTR, ctx.data.summary())
     if _needs_repeat(trial, best.fid):
         _repeat(trial, ctx, model, best)
     images = _artifacts(trial, ctx, model, best.sampling)
