@@ -55,10 +55,6 @@ def compressed_plotly() -> tuple[str, bytes]:
     return f"plotly.js {wanted}", gzip.compress(get_plotlyjs().encode(), compresslevel=9, mtime=0)
 
 
-def supported(trace_type: str) -> bool:
-    return trace_type in CARTESIAN_TRACES
-
-
 def defer(figure_html: str) -> str:
     """A figure's HTML whose script runs once Plotly is loaded."""
     return _SCRIPT.sub(f'<script type="{DEFERRED}">', figure_html)
