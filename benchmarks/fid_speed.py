@@ -1,5 +1,6 @@
 """Scoring cost on this machine: seconds per 1 000 scored samples (DDIM sampling and feature
-extraction separately) at 16 and 32 px, and the share of a quickstart trial spent scoring.
+extraction separately) at 16 and 32 px, the sampling batch that is cheapest per image (against 256,
+the spec default), and the share of a quickstart trial spent scoring.
 
     .venv/bin/python benchmarks/fid_speed.py
 
@@ -20,6 +21,7 @@ from hpo.spec.config import DataConfig, ScoreConfig
 from hpo.spec.loading import load_spec
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import load_data
+from hpo.training.generate import sample_images
 from hpo.training.model import DiffusionModel, build_network
 from hpo.training.trainer import make_schedule, train
 
@@ -47,6 +49,25 @@ def per_thousand(source: str, size: int, cache: Path) -> None:
     )
 
 
+def per_batch(cache: Path, sizes: tuple[int, ...] = (32, 64, 128, 256)) -> None:
+    """Guided sampling time per image at each sampling batch on the quickstart network (a guided
+    batch of B runs the network on 2B images), as a ratio against batch 256."""
+    spec = load_spec(SPEC)
+    data = load_data(replace(spec.data, cache_dir=str(cache)))
+    cfg = spec.train_config(dict(spec.baselines[0]))
+    net, info = build_network(cfg, data)
+    model = DiffusionModel(net.eval(), info, make_schedule(cfg), cfg.prediction)
+    per_image = {}
+    for batch in sizes:
+        sample_images(model, SamplingConfig(2.0, 2), n=batch, batch_size=batch)  # warm-up
+        started = time.perf_counter()
+        sample_images(model, SamplingConfig(2.0, 20), n=256, batch_size=batch)
+        per_image[batch] = (time.perf_counter() - started) / 256
+    for batch, seconds in per_image.items():
+        print(f"sampling batch {batch:3d}: {seconds * 1000:5.2f} ms per image (20 DDIM steps, guided), "
+              f"{per_image[256] / seconds:.2f}x batch 256")  # fmt: skip
+
+
 def quickstart_share(cache: Path) -> None:
     spec = load_spec(SPEC)
     data = load_data(replace(spec.data, cache_dir=str(cache)))
@@ -72,6 +93,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         per_thousand("digits", 16, Path(tmp))
         per_thousand("shapes", 32, Path(tmp))
+        per_batch(Path(tmp))
         quickstart_share(Path(tmp))
 
 

@@ -66,7 +66,7 @@ baselines: [{batch_size: 65536}, {batch_size: 32}]
 YAML
 timeout 200 "$PY" -m hpo launch "$WORK/oom.yaml" --storage "sqlite:///$WORK/oom.db" --skip-doctor \
   --artifacts "$WORK/art" || true
-"$PY" -m hpo status gpu-oom --storage "sqlite:///$WORK/oom.db"
+"$PY" -m hpo status gpu-oom --storage "sqlite:///$WORK/oom.db" --wide
 
 echo "== 4. a 4-trial study with Inception FID =="
 if "$PY" -c "from hpo.scoring.weights import verify_weights, weights_path; verify_weights(weights_path())" 2>/dev/null; then
@@ -86,7 +86,7 @@ if command -v docker >/dev/null && docker info 2>/dev/null | grep -qi nvidia && 
   "$PY" -m hpo launch "$WORK/container.yaml" --storage "sqlite:///$WORK/container.db" --workers 0 --detach --skip-doctor
   timeout 300 docker run --rm --gpus all -v "$WORK:/work" -e HPO_STORAGE=sqlite:////work/container.db hpo:latest \
     worker --gpus all --exit-when-idle --artifacts /work/art --cache-dir /work/cache || true
-  "$PY" -m hpo status gpu-container --storage "sqlite:///$WORK/container.db"  # "ran on" names the GPU
+  "$PY" -m hpo status gpu-container --storage "sqlite:///$WORK/container.db" --wide  # "ran on" names the GPU
 else
   echo "no Docker with the NVIDIA runtime, or no hpo:latest image (docker build -t hpo:latest .): skipped"
 fi

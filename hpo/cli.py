@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -11,17 +12,79 @@ from types import FrameType
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from hpo import __version__
 from hpo.errors import HpoError
 
+# Renamed long options, old name → new: old scripts keep working, help shows only the new name.
+RENAMED_FLAGS = {"out": "output", "new-name": "name"}
+
+
+def renamed_flag(name: str) -> str:
+    """click's token normaliser: an option's name without its dashes, as declared or as typed."""
+    return RENAMED_FLAGS.get(name, name)
+
+
+def without_flag_types(params: list[Any]) -> list[Any]:
+    """typer's rich help prints a flag's value type (``--detach <bool>``, ``--help <bool>``) though a
+    flag takes no value, where its plain help prints none; an empty metavar leaves that cell blank."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+WATCH_SECONDS = 5.0
+OPTIONAL_VALUES = {"--watch": str(WATCH_SECONDS)}  # options whose value may be left out: what it then is
+
+
+def with_optional_values(args: list[str]) -> list[str]:
+    """``--watch`` alone (last, or before anything but a number) reads as ``--watch 5``: typer has no
+    option whose value may be left out."""
+    out = []
+    for i, arg in enumerate(args):
+        out.append(arg)
+        if arg in OPTIONAL_VALUES and (i + 1 == len(args) or not is_number(args[i + 1])):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return without_flag_types(super().get_params(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, with_optional_values(args))
+
+
+class Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return without_flag_types(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=Group,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"token_normalize_func": renamed_flag},
     help="Hyperparameter optimisation for image diffusion models.",
 )
 F = TypeVar("F", bound=Callable[..., Any])
 STATE = {"verbose": False}
+
+
+def summary_line(doc: str | None) -> str | None:
+    """A docstring's first paragraph on one line: typer's command list would keep its line breaks."""
+    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split()) if doc else None
 
 
 def command(name: str) -> Callable[[F], F]:
@@ -39,7 +102,7 @@ def command(name: str) -> Callable[[F], F]:
                 typer.echo("interrupted", err=True)
                 raise typer.Exit(130) from None
 
-        app.command(name)(run)
+        app.command(name, cls=Command, short_help=summary_line(fn.__doc__))(run)
         return fn
 
     return wrap
@@ -77,13 +140,49 @@ StorageOpt = Annotated[
 ]
 ArtifactsOpt = Annotated[Path, typer.Option("--artifacts", help="shared artifact store: grids, checkpoints, logs")]
 ThreadsOpt = Annotated[int | None, typer.Option(help="CPU threads for torch (default: all cores)", min=1)]
+WorkerThreadsOpt = Annotated[
+    int | None,
+    typer.Option("--threads", help="CPU threads for torch per local worker (default: the cores split between them)",
+                 min=1),
+]  # fmt: skip
+LocalWorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", help="local workers (default: one per GPU --gpus names, else 1 on the embedded database, else 0)",
+        min=0,
+    ),
+]  # fmt: skip
+LocalGpusOpt = Annotated[
+    str, typer.Option("--gpus", help="'all', 'cpu' or indices like 0,1: the GPUs local workers take in turn")
+]
+
+
+@command("init")
+def init_cmd(
+    images: Annotated[Path, typer.Argument(help="a folder of images; subfolders are classes", show_default=False)],
+    out: Annotated[Path, typer.Option("--output", "-o", help="a spec file to write (YAML)", show_default=False)],
+    image_size: Annotated[
+        int | None, typer.Option(help="train at this size (default: the largest of 32/64/128/256 the images have)")
+    ] = None,
+    gpu_memory: Annotated[
+        float | None, typer.Option("--gpu-memory", help="plan for a GPU with this many GB (default: this machine)")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="the study's name (default FOLDER-SIZE)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite an existing spec")] = False,
+) -> None:
+    """Write a commented spec for a folder of images: size, network, budgets, batch sizes, scoring, search."""
+    from hpo.commands.init import run_init
+
+    logs()
+    for text in run_init(images, out, image_size=image_size, gpu_memory_gb=gpu_memory, name=name, force=force):
+        typer.echo(text)
 
 
 @command("train")
 def train_cmd(
     spec: Annotated[Path | None, typer.Argument(help="search-space spec (YAML)", show_default=False)] = None,
     set_: SetOpt = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="folder for grids, checkpoint and logs")] = Path(
+    out: Annotated[Path, typer.Option("--output", "-o", help="a run folder: grids, checkpoint, logs")] = Path(
         "runs/train"
     ),
     from_: Annotated[
@@ -105,25 +204,31 @@ def train_cmd(
 def launch_cmd(
     spec: SpecArg,
     storage: StorageOpt = None,
-    workers: Annotated[
-        int | None, typer.Option(help="local workers (default 1 on the embedded database, else 0)", min=0)
+    workers: LocalWorkersOpt = None,
+    detach: Annotated[bool, typer.Option("--detach", help="start and return at once")] = False,
+    name: Annotated[
+        str | None, typer.Option("--name", help="the study to create (default: the spec's study.name)")
     ] = None,
-    detach: Annotated[bool, typer.Option(help="start and return at once")] = False,
-    new_name: Annotated[str | None, typer.Option(help="create the study under this name instead")] = None,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
-    skip_doctor: Annotated[bool, typer.Option(help="start without the `hpo doctor --fast` checks")] = False,
+    skip_doctor: Annotated[
+        bool, typer.Option("--skip-doctor", help="start without the `hpo doctor --fast` checks")
+    ] = False,
     warm_start: Annotated[
         str | None,
         typer.Option(help="a study in the same storage: its trials inform the sampler, its best run first"),
     ] = None,
+    threads: WorkerThreadsOpt = None,
+    gpus: LocalGpusOpt = "all",
 ) -> None:
     """Create (or resume) the study for SPEC, run local workers, follow progress, then report."""
-    from hpo.commands.launch import run_launch
+    from hpo.commands.launch import LocalWorkers, run_launch
+    from hpo.training.runtime import set_threads
 
     logs()
+    set_threads(threads)  # the preflight doctor runs here
     run_launch(
-        spec, storage=storage, workers=workers, detach=detach, new_name=new_name, artifacts=artifacts,
-        doctor=not skip_doctor, warm_from=warm_start,
+        spec, storage=storage, local=LocalWorkers(workers, threads=threads, gpus=gpus), detach=detach, name=name,
+        artifacts=artifacts, doctor=not skip_doctor, warm_from=warm_start,
     )  # fmt: skip
 
 
@@ -141,7 +246,7 @@ def worker_cmd(
     storage: StorageOpt = None,
     gpus: Annotated[str, typer.Option(help="'all', 'cpu' or indices like 0,1: one process per GPU")] = "all",
     max_trials: Annotated[int | None, typer.Option(help="exit after this many trials", min=1)] = None,
-    exit_when_idle: Annotated[bool, typer.Option(help="exit when no study has work left")] = False,
+    exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="exit when no study has work left")] = False,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
     cache_dir: Annotated[Path | None, typer.Option(help="data and reference-statistics cache")] = None,
     worker_index: Annotated[int, typer.Option(help="offsets the sampler seed", min=0)] = 0,
@@ -172,12 +277,56 @@ def worker_cmd(
 def status_cmd(
     study: Annotated[str | None, typer.Argument(help="a study name (default: list studies)")] = None,
     storage: StorageOpt = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="the same as JSON: each study's summary, or the study's and one per trial")
+    ] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="every column of the trials table, however wide")] = False,
+    watch: Annotated[
+        float | None,
+        typer.Option(
+            "--watch",
+            metavar="[SECONDS]",
+            min=0.1,
+            help=f"refresh every SECONDS (alone: {WATCH_SECONDS:g}) until the study is finished; Ctrl-C stops",
+        ),
+    ] = None,
 ) -> None:
-    """Studies, or one study's trials with their state, parameters, scores and failure reasons."""
-    from hpo.commands.status import status_text
+    """Studies, or one study's trials with their state, parameters, scores and failure reasons.
+
+    The trials table has one row per attempt; its columns:
+    #: the trial's number.
+    state: COMPLETE, PRUNED (stopped early), FAIL, RUNNING or WAITING; "FAIL → #12": retried as trial 12.
+    FID or classifier-FID: the study's score (lower is better), for complete trials.
+    val_rel@last: the validation metric at the last evaluation point reached (held-out error over a Wiener filter's).
+    gap@last: held-out over training error there: 1 while the model generalises, more as it memorises.
+    Then one column per searched parameter: the trial's value.
+    best sampling: the guidance w, DDIM steps and eta that scored best in the trial's sampling sweep.
+    prec/recall: precision (samples that look real) and recall (real images the samples cover), 0 to 1.
+    stop: where evaluation points were scored (budget ladders): too_early, improving, plateau or copying, since when.
+    hardware: the share of step time spent waiting for data; the peak resident memory.
+    ran on: host, worker index and device (host/w0 cpu, host/w1 gpu 3).
+    reason: why a pruned or failed trial did not complete.
+
+    Columns that do not fit the terminal ($COLUMNS, else its width, else 100) go, least important first:
+    ran on, hardware, prec/recall, stop, gap@last, best sampling, reason, then parameters; --wide shows all.
+    """
+    import sys
+
+    from hpo.commands.json_out import json_text
+    from hpo.commands.status import all_finished, status_json, status_text, terminal_width, watch_status
     from hpo.service.urls import resolve_url
 
-    typer.echo(status_text(resolve_url(storage), study))
+    url, width = resolve_url(storage), None if wide else terminal_width()
+
+    def show() -> str:
+        if json_:  # one line per refresh with --watch
+            return json_text(status_json(url, study), indent=None if watch is not None else 2)
+        return status_text(url, study, width)
+
+    if watch is None:
+        typer.echo(show())
+        return
+    watch_status(show, lambda: all_finished(url, study), every=watch, clear=sys.stdout.isatty() and not json_)
 
 
 @command("doctor")
@@ -186,8 +335,10 @@ def doctor_cmd(
         Path, typer.Argument(help="search-space spec (YAML), or a study's name: its stored spec", show_default=False)
     ],
     storage: StorageOpt = None,
-    fast: Annotated[bool, typer.Option(help="data range, overfit, gradients, conditioning, schedule only")] = False,
-    out: Annotated[Path, typer.Option("--out", "-o", help="folder for the grid of preprocessed images")] = Path(
+    fast: Annotated[
+        bool, typer.Option("--fast", help="data range, overfit, gradients, conditioning, schedule only")
+    ] = False,
+    out: Annotated[Path, typer.Option("--output", "-o", help="a folder: the grid of preprocessed images")] = Path(
         "runs/doctor"
     ),
     memory_limit_gb: Annotated[
@@ -213,26 +364,34 @@ def doctor_cmd(
 def report_cmd(
     study: Annotated[str, typer.Argument(help="study name")],
     storage: StorageOpt = None,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="HTML file (default reports/STUDY.html)")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--output", "-o", help="an HTML file (default reports/STUDY.html)")
+    ] = None,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    open_: Annotated[bool, typer.Option("--open", help="then open it in a browser, where there is one")] = False,
 ) -> None:
     """Write the study's self-contained HTML report (works on running studies too)."""
-    from hpo.commands.report import run_report
+    from hpo.commands.report import open_in_browser, run_report
     from hpo.service.urls import resolve_url
 
     logs()
-    typer.echo(f"report: {run_report(resolve_url(storage), study, out=out, artifacts=artifacts)}")
+    path = run_report(resolve_url(storage), study, out=out, artifacts=artifacts)
+    typer.echo(f"report: {path}")
+    if open_:
+        typer.echo(open_in_browser(path))
 
 
 @command("narrow")
 def narrow_cmd(
     study: Annotated[str, typer.Argument(help="study name")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="the spec to write (YAML)")],
-    name: Annotated[str | None, typer.Option(help="the new study's name (default STUDY-next)")] = None,
+    out: Annotated[Path, typer.Option("--output", "-o", help="a spec file to write (YAML)")],
+    name: Annotated[str | None, typer.Option("--name", help="the study to create (default STUDY-next)")] = None,
     storage: StorageOpt = None,
 ) -> None:
-    """Write the next study's spec: ranges narrowed around the best trials for the parameters that
-    mattered, the others fixed at the best value, each change with its evidence as a comment."""
+    """Write the next study's spec from this one's evidence.
+
+    The parameters that mattered get ranges narrowed around the best trials, the others are fixed at the best
+    value, each change with its evidence as a comment."""
     from hpo.commands.narrow import run_narrow
     from hpo.service.urls import resolve_url
 
@@ -253,22 +412,69 @@ def confirm_cmd(
         str | None,
         typer.Option(help="a ladder: multiples of the study's budget, e.g. 1,4,16; one run per seed gives every rung"),
     ] = None,
-    workers: Annotated[
-        int | None, typer.Option(help="local workers (default 1 on the embedded database)", min=0)
-    ] = None,
-    detach: Annotated[bool, typer.Option(help="queue the trials and return at once")] = False,
+    workers: LocalWorkersOpt = None,
+    detach: Annotated[bool, typer.Option("--detach", help="queue the trials and return at once")] = False,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    threads: WorkerThreadsOpt = None,
+    gpus: LocalGpusOpt = "all",
+    json_: Annotated[
+        bool, typer.Option("--json", help="print the verdict as JSON on stdout (progress on stderr)")
+    ] = False,
 ) -> None:
     """Retrain the top configurations with fresh seeds, through the workers, and give a verdict."""
     from hpo.commands.confirm import run_confirm
+    from hpo.commands.launch import LocalWorkers
     from hpo.errors import HpoError
     from hpo.service.confirm import parse_budgets
 
     logs()
     if budgets is not None and kimg is not None:
         raise HpoError("--budgets and --kimg: give one; --budgets 1,4,16 scores every rung of one long run")
-    run_confirm(study, storage=storage, top=top, seeds=seeds, kimg=kimg, workers=workers, detach=detach,
-                artifacts=artifacts, budgets=parse_budgets(budgets) if budgets is not None else None)  # fmt: skip
+    run_confirm(study, storage=storage, top=top, seeds=seeds, kimg=kimg, detach=detach, artifacts=artifacts,
+                local=LocalWorkers(workers, threads=threads, gpus=gpus), as_json=json_,
+                budgets=parse_budgets(budgets) if budgets is not None else None)  # fmt: skip
+
+
+@command("export")
+def export_cmd(
+    source: Annotated[str, typer.Argument(help="STUDY:TRIAL, or STUDY: its best complete trial", show_default=False)],
+    out: Annotated[Path, typer.Option("--output", "-o", help="a folder, new or empty", show_default=False)],
+    storage: StorageOpt = None,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+) -> None:
+    """Take a trial away: its EMA weights, a spec `hpo train` retrains it from, its best sampling settings."""
+    from hpo.commands.export import run_export
+
+    logs()
+    for path in run_export(source, out, storage=storage, artifacts=artifacts):
+        typer.echo(f"wrote {path}")
+    typer.echo(f"sample it with `hpo sample {out}`")
+
+
+@command("sample")
+def sample_cmd(
+    source: Annotated[
+        str, typer.Argument(help="an `hpo export` folder, or STUDY[:TRIAL] (the best without one)", show_default=False)
+    ],
+    n: Annotated[int, typer.Option("-n", help="samples", min=1)] = 64,
+    out: Annotated[Path, typer.Option("--output", "-o", help="a PNG file: the grid")] = Path("samples.png"),
+    seed: Annotated[int, typer.Option(help="noise seed: the same seed draws the same samples", min=0)] = 0,
+    guidance: Annotated[float | None, typer.Option(help="guidance scale (default: the trial's best)")] = None,
+    steps: Annotated[int | None, typer.Option(help="DDIM steps (default: the trial's best)", min=1)] = None,
+    storage: StorageOpt = None,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    threads: ThreadsOpt = None,
+) -> None:
+    """Draw samples from a trained trial at its best sampling settings and save them as a grid."""
+    from hpo.commands.sample import run_sample
+    from hpo.training.runtime import set_threads
+
+    logs()
+    set_threads(threads)
+    path, sampling = run_sample(
+        source, out, n=n, seed=seed, guidance=guidance, steps=steps, storage=storage, artifacts=artifacts
+    )
+    typer.echo(f"{n} samples ({sampling.words}, seed {seed}): {path}")
 
 
 @command("dashboard")

@@ -12,10 +12,15 @@ TINY = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0,
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test runs in its own folder with no storage URL from the environment: nothing a test
-    writes by default (hpo.db, reports/, mlruns/, runs/) lands in the checkout."""
+    """Every test runs in its own folder with no storage URL, Inception weights or user cache from
+    the environment: nothing a test writes by default (hpo.db, reports/, mlruns/, runs/, the data
+    and feature caches) lands in the checkout or the user's ~/.cache, and nothing there is read."""
+    from tests.service_helpers import SHARED_CACHE
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HPO_STORAGE", raising=False)
+    monkeypatch.delenv("HPO_FID_WEIGHTS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(SHARED_CACHE / "xdg"))
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +66,8 @@ def pg_server():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def pg_url(pg_server, request: pytest.FixtureRequest) -> str:  # type: ignore[no-untyped-def]
-    """A fresh database per test."""
+    """A fresh database per test on the session's server; with HPO_TEST_DATABASE_URL, that one
+    database, shared by every test (so tests name their studies apart)."""
     import hashlib
     import os
     import re

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,7 +56,9 @@ def deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]
 
 # One data and scoring cache for the whole test session: preprocessed images and the feature
 # classifier are keyed by content, so tests share them instead of retraining the classifier each time.
+# Removed when the session's process exits.
 SHARED_CACHE = Path(tempfile.mkdtemp(prefix="hpo-test-cache-"))
+atexit.register(shutil.rmtree, SHARED_CACHE, ignore_errors=True)
 
 
 def write_spec(folder: Path, name: str = "spec.yaml", **changes: Any) -> Path:

@@ -153,7 +153,7 @@ def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path)
     study.add_trial(
         optuna.create_trial(params={"lr": 2e-3}, distributions=dist, value=3.0, user_attrs={"fid_noise": 0.4})
     )
-    done = hpo("status", "labels", url=url)
+    done = hpo("status", "labels", "--wide", url=url)  # every column, the table last
     assert "best classifier-FID 2.69 ± 0.35" in done.stdout  # the noise pooled over both re-scored trials
     header, _, complete, pruned, _ = done.stdout.strip().splitlines()[-5:]
     assert header.split()[:4] == ["#", "state", "classifier-FID", "val_rel@last"]

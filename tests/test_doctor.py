@@ -60,6 +60,17 @@ def test_frozen_layer_is_named(digits8: ImageData, monkeypatch: pytest.MonkeyPat
     assert check.status == "fail" and "frozen" in check.reason and "mid_attn.qkv.weight" in check.reason
 
 
+def test_a_parameter_the_optimizer_does_not_step_is_named(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = torch.optim.AdamW
+
+    def without_class_embedding(params, **kwargs):  # type: ignore[no-untyped-def]
+        return real([p for p in params if p.shape[0] != 11], **kwargs)  # the 10 classes + the null class
+
+    monkeypatch.setattr(train_module.torch.optim, "AdamW", without_class_embedding)
+    check = model_checks.gradient_flow(tiny_config(), digits8, CPU)
+    assert check.status == "fail" and "unchanged by 3 optimizer steps: class_emb.weight" in check.reason
+
+
 def test_model_that_ignores_t_is_caught(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
     _, healthy = model_checks.overfit(tiny_config(), digits8, steps=60)
     assert [c.status for c in model_checks.conditioning(healthy.model, healthy.info, digits8)] == ["pass", "pass"]

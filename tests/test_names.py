@@ -42,8 +42,8 @@ def test_an_unsafe_name_is_refused_in_one_line_at_launch_and_by_read_commands(
 ) -> None:
     name = HOSTILE[kind]
     spec = write_spec(tmp_path)
-    code, _, err = run_cli(["launch", str(spec), "--new-name", name, "--storage", url, "--detach", "--workers", "0"])
-    assert code == 2 and err.startswith("error: --new-name: ") and err.count("\n") == 1, err[:300]
+    code, _, err = run_cli(["launch", str(spec), "--name", name, "--storage", url, "--detach", "--workers", "0"])
+    assert code == 2 and err.startswith("error: --name: ") and err.count("\n") == 1, err[:300]
     for command in (["status", name], ["report", name], ["confirm", name]):
         code, _, err = run_cli([*command, "--storage", url])
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (command, err[:300])

@@ -139,6 +139,7 @@ CHEAPER = {
     "confirm": ["--workers", "0", "--detach"],  # queued only: a detached local worker would outlive the test
     "train": ["--set", "train.kimg=0.2", "--threads", "1"],
     "doctor": ["--fast", "--threads", "1"],
+    "sample": ["--threads", "1"],
 }
 SERVERS = {"dashboard", "tensorboard"}  # run forever: test_dashboard_serves_the_study_and_its_page_loads
 
@@ -155,7 +156,7 @@ def test_every_command_the_report_suggests_succeeds_on_its_study(
     _, path, page = report
     commands = suggested_commands(page)
     verbs = {shlex.split(c)[1] for c in commands}
-    assert {"narrow", "launch", "confirm", "train", "doctor"} <= verbs, commands
+    assert {"narrow", "launch", "confirm", "train", "doctor", "export", "sample"} <= verbs, commands
     work = tmp_path / "work"
     shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns("*.html"))  # the study's database and artifacts
     for command in commands:

@@ -134,14 +134,14 @@ def test_relaunch_resumes_and_a_changed_spec_is_refused(pg_url: str, tmp_path: P
     refused = hpo("launch", str(changed), "--workers", "0", "--detach", "--skip-doctor", url=pg_url, cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.strip().count("\n") == 0 and "changed: train.kimg" in refused.stderr
-    assert "--new-name" in refused.stderr and PASSWORD not in refused.stderr
+    assert "--name NAME" in refused.stderr and PASSWORD not in refused.stderr
     renamed = hpo(
         "launch",
         str(changed),
         "--workers",
         "0",
         "--detach",
-        "--new-name",
+        "--name",
         "again2",
         "--skip-doctor",
         url=pg_url,

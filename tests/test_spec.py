@@ -80,7 +80,7 @@ def test_missing_spec_file() -> None:
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
-def test_shipped_specs_are_valid_and_cover_the_missions_six(
+def test_shipped_specs_are_valid_and_cover_the_six_parameters_people_tune(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)

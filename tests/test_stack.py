@@ -127,7 +127,7 @@ def stack() -> Iterator[Stack]:
         project = Path(tmp) / "project"
         for folder in ("data", "models", "reports", "search_spaces"):
             (project / folder).mkdir(parents=True)
-        os.chown(project / "reports", 1000, 1000)  # README's step: the containers run as uid 1000
+        os.chown(project / "reports", 1000, 1000)  # docs/operations.md's step: the containers run as uid 1000
         for name, body in SPECS.items():
             (project / "search_spaces" / f"{name}.yaml").write_text(yaml.safe_dump(body))
         ports = {k: free_port() for k in ("POSTGRES_PORT", "DASHBOARD_PORT", "TENSORBOARD_PORT")}

@@ -14,7 +14,7 @@ import optuna
 from optuna.storages import RDBStorage
 
 from hpo.commands.status import best_text, progress_line, trials_table
-from hpo.commands.worker import local_gpus, worker_argv, worker_env
+from hpo.commands.worker import local_gpus, parse_gpus, worker_argv, worker_env
 from hpo.errors import HpoError, writable_folder
 from hpo.report.render import report_path, write_report
 from hpo.scoring.score import preflight
@@ -49,13 +49,31 @@ class LocalWorker:
         return self.proc.poll() not in (None, 0)
 
 
-def start_workers(url: str, study: str, n: int, *, artifacts: Path, detach: bool) -> list[LocalWorker]:
-    """Local worker processes; the storage URL travels in the environment, not on the command line."""
+@dataclass(frozen=True)
+class LocalWorkers:
+    """The worker processes ``hpo launch`` and ``hpo confirm`` start on this machine."""
+
+    count: int | None  # None: one per GPU ``gpus`` names, else 1 on the embedded database, else 0
+    threads: int | None = None  # torch threads per worker; None: this process's cores split between them
+    gpus: str = "all"  # as ``hpo worker --gpus``: the workers take these GPUs in turn
+
+    def plan(self, url: str) -> list[str]:
+        """Each worker's ``--gpus`` (checked before anything is created); one entry per worker."""
+        named = len(parse_gpus(self.gpus)) if self.gpus not in ("all", "cpu") else None
+        default = named if named is not None else (1 if is_sqlite(url) else 0)
+        return local_gpus(self.count if self.count is not None else default, self.gpus)
+
+
+def start_workers(
+    url: str, study: str, plan: list[str], *, threads: int | None, artifacts: Path, detach: bool
+) -> list[LocalWorker]:
+    """Local worker processes, one per entry of ``plan`` (``LocalWorkers.plan``); the storage URL
+    travels in the environment, not on the command line."""
     out = []
-    for i, gpus in enumerate(local_gpus(n)):
+    for i, gpus in enumerate(plan):
         opts = WorkerOptions(
             url=url, study=study, exit_when_idle=True, worker_index=i, artifact_dir=artifacts,
-            poll_seconds=2.0, threads=threads_per_worker(n),
+            poll_seconds=2.0, threads=threads or threads_per_worker(len(plan)),
         )  # fmt: skip
         argv = worker_argv(opts, gpus=gpus)
         if detach:
@@ -165,45 +183,45 @@ def run_launch(
     spec_path: Path,
     *,
     storage: str | None,
-    workers: int | None,
+    local: LocalWorkers,
     detach: bool,
-    new_name: str | None,
+    name: str | None,
     artifacts: Path,
     doctor: bool = True,
     warm_from: str | None = None,
 ) -> None:
     spec = load_spec(spec_path)
-    if new_name is not None:
-        check_study_name(new_name, key="--new-name")
+    if name is not None:
+        check_study_name(name, key="--name")
     url = resolve_url(storage)
-    n_workers = workers if workers is not None else (1 if is_sqlite(url) else 0)
-    scoring_preflight(spec, local_workers=n_workers)
+    plan = local.plan(url)
+    scoring_preflight(spec, local_workers=len(plan))
     if (warning := sampler_warning(spec)) is not None:
         print(f"warning: {warning}", file=sys.stderr)
     check_trackers(spec.tracking)
     path = sqlite_path(url)
     fresh = path is not None and not path.exists()  # no database yet: nothing to resume, nothing to create early
     store = None if fresh else open_storage(url)
-    resuming = store is not None and existing_study(spec, store, new_name or spec.study.name) is not None
+    resuming = store is not None and existing_study(spec, store, name or spec.study.name) is not None
     source = prior_study(store, url, warm_from, spec) if warm_from is not None and not resuming else None
     if warm_from is not None and resuming:
-        print(f"--warm-start ignored: study {new_name or spec.study.name!r} exists and is resumed (trials are "
+        print(f"--warm-start ignored: study {name or spec.study.name!r} exists and is resumed (trials are "
               "carried once, when a study is created)", file=sys.stderr)  # fmt: skip
     if not detach:  # checked before the study is created, not after its last trial
-        writable_folder(report_path(new_name or spec.study.name).parent, "the report")
+        writable_folder(report_path(name or spec.study.name).parent, "the report")
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
         preflight_doctor(spec)
     database = store or open_storage(url)
-    study, created = create_or_resume(spec, database, name=new_name, baselines=source is None)
+    study, created = create_or_resume(spec, database, name=name, baselines=source is None)
     name = study.study_name
     print(f"{'created' if created else 'resuming'} study {name!r} in {redact(url)}")
     for problem in sample_count_problems(spec):  # after any refusal, which stays one line
         print(f"warning: {problem.key}: {problem.message}", file=sys.stderr)
     if created and source is not None:
         print(warm_start(study, spec, *source).line())
-    procs = start_workers(url, name, n_workers, artifacts=artifacts, detach=detach)
+    procs = start_workers(url, name, plan, threads=local.threads, artifacts=artifacts, detach=detach)
     if detach:
-        print(f"{n_workers} worker(s) started in the background; follow with `hpo status {name}`")
+        print(f"{len(plan)} worker(s) started in the background; follow with `hpo status {name}`")
         return
     try:
         follow(study, spec.study.n_trials, spec.score.metric_name, procs)

@@ -1,7 +1,8 @@
-"""``hpo report``: load a study and write its HTML report."""
+"""``hpo report``: load a study and write its HTML report, and open it where there is a browser."""
 
 from __future__ import annotations
 
+import webbrowser
 from pathlib import Path
 
 from hpo.report.render import report_path, write_report
@@ -14,3 +15,12 @@ def run_report(url: str, study_name: str, *, out: Path | None, artifacts: Path) 
     storage = open_storage(url, must_exist=True)
     study = load(storage, study_name, redact(url))
     return write_report(study, storage, out or report_path(study_name), artifact_dir=artifacts)
+
+
+def open_in_browser(path: Path) -> str:
+    """Show the report in the user's browser; on a machine with none, a sentence saying so (never an error)."""
+    try:
+        opened = webbrowser.open(path.resolve().as_uri())
+    except webbrowser.Error:
+        opened = False
+    return "opened in a browser" if opened else f"no browser found on this machine; open {path} where there is one"

@@ -3,13 +3,18 @@ same words as in the report (``hpo.service.trials``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
-from hpo.scoring.stopping import points_from_curve, stop_verdict
+from hpo.scoring.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.service.placement import Placement
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
@@ -25,7 +30,7 @@ from hpo.service.trials import (
 )
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
-from hpo.training.telemetry import hardware_of
+from hpo.training.telemetry import HardwareSummary, hardware_of
 from hpo.training.validation import PRUNING_METRIC
 
 
@@ -60,103 +65,220 @@ def progress_line(p: Progress, metric: str = "FID", best: str | None = None) -> 
     )
 
 
-def _state(t: FrozenTrial, retried: dict[int, int]) -> str:
-    if t.number in retried:
-        return f"{t.state.name} → #{retried[t.number]}"
-    return t.state.name
+@dataclass(frozen=True)
+class TrialRow:
+    """One attempt as ``hpo status`` shows it: the table's row and ``--json``'s object both read it."""
+
+    number: int
+    state: str  # COMPLETE, PRUNED, FAIL, RUNNING, WAITING
+    retried_as: int | None  # the attempt that retried this failed one
+    value: float | None  # the score: complete trials only
+    val_last: float | None  # the validation metric at the last evaluation point reached
+    gap_last: float | None  # the generalisation gap there
+    params: dict[str, Any]
+    sampling: SamplingConfig | None  # the best guidance / DDIM-step combination of the sweep
+    fidelity: tuple[float, float] | None  # (precision, recall)
+    stop: StopVerdict | None  # where evaluation points were scored (budget ladders)
+    hardware: HardwareSummary | None
+    ran_on: Placement | None
+    reason: str | None  # why a pruned or failed trial did not complete
+
+    @classmethod
+    def of(cls, t: FrozenTrial, retried: dict[int, int], noise: float | None, copy_floor: float | None) -> TrialRow:
+        attrs = current_attrs(t)
+        choice = attrs.get("sampling")
+        return cls(
+            t.number, t.state.name, retried.get(t.number), t.value if t.state == TrialState.COMPLETE else None,
+            _last(attrs, PRUNING_METRIC), _last(attrs, "gap"), dict(t.params),
+            SamplingConfig.from_dict(choice) if isinstance(choice, dict) else None, fidelity_pair(attrs),
+            _stop(attrs, noise, copy_floor), hardware_of(attrs), Placement.from_attrs(t.user_attrs), fail_reason(t),
+        )  # fmt: skip
+
+    @property
+    def state_cell(self) -> str:
+        return self.state if self.retried_as is None else f"{self.state} → #{self.retried_as}"
+
+    @property
+    def stop_cell(self) -> str | None:
+        """A word and since when."""
+        if self.stop is None:
+            return None
+        return (
+            self.stop.kind
+            if self.stop.since_kimg is None
+            else f"{self.stop.kind} since {self.stop.since_kimg:.3g} kimg"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        stop = self.stop
+        return {
+            "number": self.number, "state": self.state, "retried_as": self.retried_as, "value": self.value,
+            f"{PRUNING_METRIC}_at_last": self.val_last, "gap_at_last": self.gap_last, "params": self.params,
+            "best_sampling": self.sampling.as_dict() if self.sampling is not None else None,
+            "precision": self.fidelity[0] if self.fidelity else None,
+            "recall": self.fidelity[1] if self.fidelity else None,
+            "stop": {"kind": stop.kind, "since_kimg": stop.since_kimg, "text": stop.text} if stop else None,
+            "hardware": self.hardware.as_dict() if self.hardware is not None else None,
+            "ran_on": self.ran_on.as_dict() if self.ran_on is not None else None,
+            "reason": self.reason,
+        }  # fmt: skip
 
 
-def _sampling(t: FrozenTrial) -> str | None:
-    choice = current_attrs(t).get("sampling")
-    if not isinstance(choice, dict):
-        return None
-    return SamplingConfig.from_dict(choice).label
-
-
-def _last_val(t: FrozenTrial) -> float | None:
-    curve = current_attrs(t).get("curve")
+def _last(attrs: dict[str, Any], key: str) -> float | None:
+    """``key`` at the trial's last evaluation point, if it reached one."""
+    curve = attrs.get("curve")
     if not isinstance(curve, dict) or not curve:
         return None
-    value = curve[max(curve, key=int)].get(PRUNING_METRIC)
+    value = curve[max(curve, key=int)].get(key)
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _last_gap(t: FrozenTrial) -> float | None:
-    curve = current_attrs(t).get("curve")
-    if not isinstance(curve, dict) or not curve:
-        return None
-    value = curve[max(curve, key=int)].get("gap")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _stop(t: FrozenTrial, noise: float | None, copy_floor: float | None) -> str | None:
-    """The stop verdict of a trial whose evaluation points were scored (budget ladders): a word and
-    since when."""
-    curve = current_attrs(t).get("curve")
+def _stop(attrs: dict[str, Any], noise: float | None, copy_floor: float | None) -> StopVerdict | None:
+    """The stop verdict of a trial whose evaluation points were scored (budget ladders)."""
+    curve = attrs.get("curve")
     points = points_from_curve(curve) if isinstance(curve, dict) else []
-    if not points:
-        return None
-    v = stop_verdict(points, noise=noise, copy_floor=copy_floor)
-    return f"{v.kind} since {v.since_kimg:.3g} kimg" if v.since_kimg is not None else v.kind
+    return stop_verdict(points, noise=noise, copy_floor=copy_floor) if points else None
 
 
-def _fidelity(t: optuna.trial.FrozenTrial) -> str | None:
-    pair = fidelity_pair(current_attrs(t))
-    return None if pair is None else f"{pair[0]:.2f}/{pair[1]:.2f}"
-
-
-def trials_table(study: optuna.Study, metric: str) -> str:
-    """One row per attempt: the score only for complete trials, the validation metric and the
-    generalisation gap at the last evaluation point for every trial that reached one (pruned trials
-    stop there), and the stop verdict where evaluation points were scored."""
+def trial_rows(study: optuna.Study) -> list[TrialRow]:
     trials = own_trials(study)
     retried = retried_numbers(trials)
-    names = sorted({k for t in trials for k in t.params})
     noise = noise_of(trials).sd
     copy_floor = copy_floor_of(study.user_attrs.get(FLOOR_ATTR))
-    rows = [
-        [
-            t.number,
-            _state(t, retried),
-            t.value if t.state == TrialState.COMPLETE else None,
-            _last_val(t),
-            _last_gap(t),
-            *(t.params.get(n) for n in names),
-            _sampling(t),
-            _fidelity(t),
-            _stop(t, noise, copy_floor),
-            hardware.cell() if (hardware := hardware_of(current_attrs(t))) is not None else None,
-            placement.cell() if (placement := Placement.from_attrs(t.user_attrs)) is not None else None,
-            fail_reason(t),
-        ]
-        for t in trials
+    return [TrialRow.of(t, retried, noise, copy_floor) for t in trials]
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    cell: Callable[[TrialRow], object]
+    drop: int  # when the terminal is too narrow, columns go in this order (1 first); 0: never
+
+
+def _param_column(name: str) -> Column:
+    return Column(name, lambda r: r.params.get(name), 8)  # the right-most parameter goes first
+
+
+def trial_columns(metric: str, names: Sequence[str]) -> list[Column]:
+    """The table's columns, in order; ``hpo status --help`` explains each (a test holds it to that)."""
+    return [
+        Column("#", lambda r: r.number, 0),
+        Column("state", lambda r: r.state_cell, 0),
+        Column(metric, lambda r: r.value, 0),
+        Column(f"{PRUNING_METRIC}@last", lambda r: r.val_last, 9),
+        Column("gap@last", lambda r: r.gap_last, 5),
+        *(_param_column(n) for n in names),
+        Column("best sampling", lambda r: r.sampling.label if r.sampling is not None else None, 6),
+        Column("prec/recall", lambda r: f"{r.fidelity[0]:.2f}/{r.fidelity[1]:.2f}" if r.fidelity else None, 3),
+        Column("stop", lambda r: r.stop_cell, 4),
+        Column("hardware", lambda r: r.hardware.cell() if r.hardware is not None else None, 2),
+        Column("ran on", lambda r: r.ran_on.cell() if r.ran_on is not None else None, 1),
+        Column("reason", lambda r: r.reason, 7),
     ]
-    header = [
-        "#", "state", metric, f"{PRUNING_METRIC}@last", "gap@last", *names, "best sampling", "prec/recall", "stop",
-        "hardware", "ran on", "reason",
-    ]  # fmt: skip
-    return table(rows, header)
 
 
-def status_text(url: str, study_name: str | None) -> str:
+def fitted(columns: list[Column], rows: Sequence[TrialRow], width: int | None) -> tuple[list[Column], list[Column]]:
+    """(the columns kept, the columns left out) so that the table is at most ``width`` characters
+    wide (None: keep every column), leaving out the lowest ``drop`` first, right-most first on ties."""
+    sizes = {id(c): max([len(c.header), *(len(cell_text(c.cell(r))) for r in rows)]) for c in columns}
+    kept = list(columns)
+    order = sorted((c for c in columns if c.drop), key=lambda c: (c.drop, -columns.index(c)))
+    while width is not None and order and sum(sizes[id(c)] for c in kept) + 2 * (len(kept) - 1) > width:
+        kept.remove(order.pop(0))
+    return kept, [c for c in columns if c not in kept]
+
+
+def trials_table(study: optuna.Study, metric: str, width: int | None = None) -> str:
+    """One row per attempt: the score only for complete trials, the validation metric and the
+    generalisation gap at the last evaluation point for every trial that reached one (pruned trials
+    stop there), and the stop verdict where evaluation points were scored. With ``width``, the
+    columns that fit it, and a line naming the ones left out."""
+    rows = trial_rows(study)
+    columns = trial_columns(metric, sorted({k for r in rows for k in r.params}))
+    kept, left_out = fitted(columns, rows, width)
+    text = table([[c.cell(r) for c in kept] for r in rows], [c.header for c in kept])
+    if not left_out:
+        return text
+    note = f"{len(left_out)} more column(s) with --wide: " + ", ".join(c.header for c in left_out)
+    return text + "\n" + "\n".join(textwrap.wrap(note, width or len(note)))
+
+
+def shown_studies(url: str, study_name: str | None) -> list[optuna.Study]:
+    """The study named, or every study in the storage."""
     storage = open_storage(url, must_exist=True)
-    if study_name is None:
-        summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-        if not summaries:
-            return f"no studies in {redact(url)}"
-        rows = []
-        for s in summaries:
-            study = optuna.load_study(study_name=s.study_name, storage=storage)
-            p = progress(study, n_trials_of(study))
-            rows.append([s.study_name, progress_line(p, metric_of(study), best_text(study, p))])
-        return table(rows, ["study", "progress"])
-    study = load(storage, study_name, redact(url))
-    p, metric = progress(study, n_trials_of(study)), metric_of(study)
+    if study_name is not None:
+        return [load(storage, study_name, redact(url))]
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    return [optuna.load_study(study_name=s.study_name, storage=storage) for s in summaries]
+
+
+def study_notes(study: optuna.Study, p: Progress) -> list[str]:
+    """The lines under a study's progress: where real images land, the best trial's second signal, a
+    memory leak, trials carried from another study."""
     floor = floor_reading(p.best, noise_of(own_trials(study)), study.user_attrs.get(FLOOR_ATTR))
-    leak = leak_text(own_trials(study))
     best = best_own(study)
     second = fidelity_text(best.user_attrs, study.user_attrs.get(FLOOR_ATTR)) if best is not None else None
-    second = f"best trial: {second}" if second else None
-    lines = (floor, second, leak, carried_text(study))
-    head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in lines if line)
-    return head + "\n\n" + trials_table(study, metric)
+    lines = (floor, f"best trial: {second}" if second else None, leak_text(own_trials(study)), carried_text(study))
+    return [line for line in lines if line]
+
+
+def study_text(study: optuna.Study, width: int | None = None) -> str:
+    p, metric = progress(study, n_trials_of(study)), metric_of(study)
+    head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in study_notes(study, p))
+    return head + "\n\n" + trials_table(study, metric, width)
+
+
+def status_text(url: str, study_name: str | None, width: int | None = None) -> str:
+    """Every study's progress, or one study's progress and trials table (``width``: see ``trials_table``)."""
+    studies = shown_studies(url, study_name)
+    if study_name is not None:
+        return study_text(studies[0], width)
+    if not studies:
+        return f"no studies in {redact(url)}"
+    rows = []
+    for study in studies:
+        p = progress(study, n_trials_of(study))
+        rows.append([study.study_name, progress_line(p, metric_of(study), best_text(study, p))])
+    return table(rows, ["study", "progress"])
+
+
+def study_json(study: optuna.Study) -> dict[str, Any]:
+    p, noise = progress(study, n_trials_of(study)), noise_of(own_trials(study))
+    return {
+        "name": study.study_name, "metric": metric_of(study), "n_trials": p.n_trials, "finished": p.finished,
+        "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "running": p.running,
+        "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
+        "floor": study.user_attrs.get(FLOOR_ATTR), "notes": study_notes(study, p),
+    }  # fmt: skip
+
+
+def status_json(url: str, study_name: str | None) -> dict[str, Any]:
+    """``hpo status --json``: every study's summary, or one study's and one object per trial."""
+    studies = shown_studies(url, study_name)
+    if study_name is None:
+        return {"studies": [study_json(s) for s in studies]}
+    return {"study": study_json(studies[0]), "trials": [r.as_json() for r in trial_rows(studies[0])]}
+
+
+def all_finished(url: str, study_name: str | None) -> bool:
+    """Whether the study (or every study) is finished: ``hpo status --watch`` stops then."""
+    return all(progress(s, n_trials_of(s)).done for s in shown_studies(url, study_name))
+
+
+def terminal_width() -> int:
+    """$COLUMNS, else the terminal's width, else 100 (output to a file or a pipe)."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def watch_status(show: Callable[[], str], finished: Callable[[], bool], *, every: float, clear: bool) -> None:
+    """Print ``show()`` every ``every`` seconds (over the last one when ``clear``: a terminal) until
+    ``finished()``; Ctrl-C ends it quietly."""
+    try:
+        while True:
+            text, done = show(), finished()
+            print(("\033[H\033[2J" if clear else "") + text, flush=True)
+            if done:
+                return
+            time.sleep(every)
+    except KeyboardInterrupt:
+        return

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import optuna
+from optuna.trial import FrozenTrial
+
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
@@ -21,6 +24,7 @@ from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import ema_sentence, sweep_table
 from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec
+from hpo.service.trials import best_own
 from hpo.service.urls import redact, resolve_url
 from hpo.spec.config import POSTHOC_PROFILES
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
@@ -42,21 +46,38 @@ def from_trial(
 ) -> tuple[Spec, dict[str, Any], dict[str, Any] | None]:
     """``STUDY:TRIAL`` → the study's stored spec (with ``--set`` applied), that trial's parameters and
     its best sampling combination (None when it has no score)."""
-    name, sep, number = source.rpartition(":")
-    if not sep or not name or not number.isdigit():
-        raise HpoError(f"--from {source!r}: expected STUDY:TRIAL, e.g. digits-quickstart:7")
-    url = resolve_url(storage)
-    study = load(open_storage(url, must_exist=True), name, redact(url))
-    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    if int(number) not in trials:
-        raise HpoError(f"--from {source!r}: study {name!r} has no trial {number} (0..{max(trials, default=-1)})")
+    study, trial = find_trial(source, storage, what=f"--from {source!r}", need_trial=True)
+    name = study.study_name
     stored = require_spec(study)
     try:
         spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
-    trial = trials[int(number)]
     return spec, dict(trial.params), trial.user_attrs.get("sampling")
+
+
+def find_trial(
+    source: str, storage: str | None, *, what: str, need_trial: bool = False
+) -> tuple[optuna.Study, FrozenTrial]:
+    """``STUDY:TRIAL``, or ``STUDY`` alone (its best complete trial) unless ``need_trial``, → (the study,
+    the trial); ``what`` starts each error message (the flag or command and the source)."""
+    name, sep, number = source.rpartition(":")
+    if not sep:
+        name, number = source, ""
+    if not name or (sep and not number.isdigit()) or (need_trial and not sep):
+        form = "STUDY:TRIAL" if need_trial else "STUDY[:TRIAL]"
+        raise HpoError(f"{what}: expected {form}, e.g. digits-quickstart:7")
+    url = resolve_url(storage)
+    study = load(open_storage(url, must_exist=True), name, redact(url))
+    if not sep:
+        best = best_own(study)
+        if best is None:
+            raise HpoError(f"{what}: study {name!r} has no complete trial yet; `hpo status {name}` shows its trials")
+        return study, best
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    if int(number) not in trials:
+        raise HpoError(f"{what}: study {name!r} has no trial {number} (0..{max(trials, default=-1)})")
+    return study, trials[int(number)]
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:

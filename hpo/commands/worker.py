@@ -40,12 +40,11 @@ def parse_gpus(gpus: str) -> list[int]:
     return wanted
 
 
-def local_gpus(n: int) -> list[str]:
-    """The ``--gpus`` of each of ``n`` local workers: GPUs round-robin, or the CPU when there is none."""
-    import torch
-
-    count = torch.cuda.device_count()
-    return [str(i % count) if count else "cpu" for i in range(n)]
+def local_gpus(n: int, gpus: str = "all") -> list[str]:
+    """The ``--gpus`` of each of ``n`` local workers: the GPUs ``gpus`` names (``parse_gpus``) in
+    turn, or the CPU when it names none."""
+    indices = parse_gpus(gpus)
+    return [str(indices[i % len(indices)]) if indices else "cpu" for i in range(n)]
 
 
 def worker_argv(opts: WorkerOptions, *, gpus: str, report_dir: Path | None = None) -> list[str]:

@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from PIL import Image
 
 from hpo.doctor.result import Check
+from hpo.doctor.survey import header_census
 from hpo.spec.config import DataConfig
 from hpo.training.data import ImageData, list_images, to_uint8
 from hpo.training.generate import save_grid
@@ -52,18 +52,9 @@ def source_files(cfg: DataConfig) -> Check:
     if cfg.source != "folder":
         return Check("data: source files", "skip", f"built-in source {cfg.source!r}")
     files = list_images(Path(cfg.path or ""))
-    sizes: Counter[tuple[int, int]] = Counter()
-    modes: Counter[str] = Counter()
-    for path in files:
-        try:
-            with Image.open(path) as img:
-                sizes[img.size] += 1
-                modes[img.mode] += 1
-        except Exception:  # counted by the unreadable-files check
-            continue
-    small = sum(n for (w, h), n in sizes.items() if min(w, h) < cfg.image_size)
-    common = ", ".join(f"{w}x{h} ({n})" for (w, h), n in sizes.most_common(3))
-    text = f"{len(files)} files; sizes {common}; modes {dict(modes)}"
+    census = header_census(files)  # files that do not open are counted by the unreadable-files check
+    small = sum(min(size) < cfg.image_size for size in census.sizes)
+    text = f"{len(files)} files; sizes {census.common_sizes()}; modes {census.mode_counts()}"
     if small:
         return Check(
             "data: source files",

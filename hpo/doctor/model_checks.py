@@ -4,8 +4,9 @@ of the learning-rate range."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -60,11 +61,14 @@ def overfit(cfg: TrainConfig, data: ImageData, steps: int) -> tuple[Check, Overf
     ), best
 
 
+VISIBLE_GRADIENT = 1e-6  # 100x Adam's eps: a step of about lr, visible in fp32 beside weights near 1
+
+
 def gradient_flow(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 3) -> Check:
     """Every parameter gets a finite non-zero gradient within a few steps and then changes."""
     trainer = Trainer(cfg.replace(grad_clip=0.0, warmup_kimg=0.0), data, device)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
-    got_grad: set[str] = set()
+    largest: dict[str, float] = {}
     bad: list[str] = []
     for _ in range(steps):
         trainer.train_step()
@@ -73,12 +77,19 @@ def gradient_flow(cfg: TrainConfig, data: ImageData, device: torch.device, steps
                 continue
             if not torch.isfinite(p.grad).all():
                 bad.append(name)
-            elif p.grad.abs().max() > 0:
-                got_grad.add(name)
+            else:
+                largest[name] = max(largest.get(name, 0.0), float(p.grad.abs().max()))
     names = [n for n, _ in trainer.model.named_parameters()]
     frozen = [n for n, p in trainer.model.named_parameters() if not p.requires_grad]
-    no_grad = [n for n in names if n not in got_grad and n not in frozen]
-    unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(p.detach(), before[n])]
+    no_grad = [n for n in names if largest.get(n, 0.0) == 0.0 and n not in frozen]
+    stepped = {id(p) for group in trainer.opt.param_groups if group["lr"] > 0 for p in group["params"]}
+    unstepped = [n for n, p in trainer.model.named_parameters() if p.requires_grad and id(p) not in stepped]
+    # An Adam step moves a parameter by about lr once its gradient is well above eps (1e-8); below
+    # that (weights behind zero-initialised layers in their first steps) no change shows in fp32.
+    unchanged = unstepped + [
+        n for n, p in trainer.model.named_parameters()
+        if n not in unstepped and largest.get(n, 0.0) > VISIBLE_GRADIENT and torch.equal(p.detach(), before[n])
+    ]  # fmt: skip
     if bad:
         return Check(
             "model: gradients", "fail", f"non-finite gradients in {_few(bad)}", "lower lr, check the data range"
@@ -96,7 +107,7 @@ def gradient_flow(cfg: TrainConfig, data: ImageData, device: torch.device, steps
             "check the optimizer's parameter list and learning rate",
         )
     return Check(
-        "model: gradients", "pass", f"all {len(names)} parameter tensors get finite, non-zero gradients and change"
+        "model: gradients", "pass", f"all {len(names)} parameter tensors get finite, non-zero gradients and steps"
     )
 
 
@@ -153,9 +164,15 @@ def mixed_precision(cfg: TrainConfig, data: ImageData, device: torch.device, ste
     return Check("training: bf16 mixed precision", "pass", f"{steps} bf16-autocast steps stay finite")
 
 
-def activation_bytes(cfg: TrainConfig, data: ImageData, device: torch.device) -> tuple[int, float]:
-    """(bytes of training state + saved activations of one step, seconds per step)."""
-    trainer = Trainer(cfg, data, device)
+def state_bytes(model: nn.Module) -> int:
+    """Training state that does not grow with the batch: weights, gradients, Adam's m and v, the EMA."""
+    return sum(p.numel() * p.element_size() for p in model.parameters()) * 5
+
+
+@contextlib.contextmanager
+def saved_bytes() -> Iterator[list[int]]:
+    """Counts (in ``[0]``) the bytes autograd saves for the backward pass inside the block: the
+    activations a training step holds at its peak."""
     saved = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -163,8 +180,15 @@ def activation_bytes(cfg: TrainConfig, data: ImageData, device: torch.device) ->
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield saved
+
+
+def activation_bytes(cfg: TrainConfig, data: ImageData, device: torch.device) -> tuple[int, float]:
+    """(bytes of training state + saved activations of one step, seconds per step)."""
+    trainer = Trainer(cfg, data, device)
+    with saved_bytes() as saved:
         trainer.train_step()
-    state = sum(p.numel() * p.element_size() for p in trainer.model.parameters()) * 5  # weights, grad, Adam m+v, EMA
+    state = state_bytes(trainer.model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.checklist import Checklist
@@ -20,14 +17,8 @@ from hpo.spec.spec import Spec, sample_count_problems
 from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
 from hpo.training.refusal import schedule_label, schedule_refusal
-from hpo.training.runtime import resolve_device
+from hpo.training.runtime import default_memory_limit, resolve_device
 from hpo.training.trainer import Trainer, make_schedule
-
-
-def default_memory_limit(device: torch.device) -> int:
-    if device.type == "cuda":
-        return int(torch.cuda.get_device_properties(device).total_memory)
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
 
 
 def base_params(spec: Spec) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import HpoError
 from hpo.report.importance import Importances, common_eval_point, importances, score_target, validation_target
+from hpo.spec.loading import set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec
 from hpo.training.validation import PRUNING_METRIC
@@ -152,7 +153,7 @@ def next_spec_yaml(spec: Spec, changes: Sequence[Change], best: FrozenTrial, *, 
     raw["study"] = {**raw["study"], "name": name}
     search = {c.name: c.search for c in changes if c.search is not None}
     for c in (c for c in changes if c.action == "fixed"):
-        _set_fixed(raw, c.name, c.value)
+        set_fixed(raw, c.name, c.value)
     raw.pop("search")
     raw["baselines"] = [{k: v for k, v in best.params.items() if k in search}] if search else []
     head = [f"# Written by `hpo narrow {source}` (its best: trial #{best.number}); each change says why.", ""]
@@ -167,13 +168,3 @@ def next_spec_yaml(spec: Spec, changes: Sequence[Change], best: FrozenTrial, *, 
     baselines = yaml.safe_dump({"baselines": raw["baselines"]}, default_flow_style=None, sort_keys=False)
     tail = [f"# the baseline is trial #{best.number} of {source}, the best so far", baselines]
     return "\n".join([*head, "", body, *(lines if search else ["search: {}"]), "", *tail])
-
-
-def _set_fixed(raw: dict[str, Any], name: str, value: Any) -> None:
-    if name in SAMPLING_FIELDS:
-        raw["sampling"][name] = value
-    elif name.startswith("network."):
-        network = raw["train"]["network"]
-        network["kwargs"] = {**network.get("kwargs", {}), name.split(".", 1)[1]: value}
-    else:
-        raw["train"][name] = value

@@ -42,6 +42,7 @@ from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.stopping import validation_trend
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
+from hpo.service.context import DEFAULT_ARTIFACTS, artifact_file
 from hpo.service.names import path_component
 from hpo.service.placement import Placement
 from hpo.service.study import DATA_ATTR, FLOOR_ATTR, require_spec, stored_spec
@@ -369,7 +370,7 @@ def winner_html(study: optuna.Study, s: Summary, artifact_dir: Path | None) -> s
         return "<p>No complete trial yet.</p>"
     spec = stored_spec(study)
     ckpt = best.user_attrs.get("ema_checkpoint")
-    path = artifact_dir / ckpt if artifact_dir is not None and isinstance(ckpt, str) else None
+    path = artifact_file(artifact_dir, ckpt) if artifact_dir is not None and isinstance(ckpt, str) else None
     where = (
         f"<li><b>Weights</b>: <code>{escape(str(path))}</code> — the EMA network's state_dict "
         f"(<code>torch.load</code>), {best.user_attrs.get('num_parameters', 0):,} parameters, trained "
@@ -384,14 +385,21 @@ def winner_html(study: optuna.Study, s: Summary, artifact_dir: Path | None) -> s
         else 4 * float(best.user_attrs.get("budget_kimg", 16))
     )
     name = study.study_name
-    retrain = f"hpo train --from {name}:{best.number} --set train.kimg={target:g} -o runs/{path_component(name)}-winner"
+    folder = f"{path_component(name)}-{best.number}"
+    retrain = f"hpo train --from {name}:{best.number} --set train.kimg={target:g} -o runs/{folder}-longer"
+    store = "" if artifact_dir is None or artifact_dir == DEFAULT_ARTIFACTS else f" --artifacts {artifact_dir}"
+    export = f"hpo export {name}:{best.number} -o exports/{folder}{store}"
+    sample = f"hpo sample {name}:{best.number} -n 64 -o {folder}-samples.png{store}"
     return (
         f"<p>Trial #{best.number} ({escape(sampling_text(best))}).</p><ul>{where}"
         f"<li><b>Train it for longer</b>: <code>{escape(retrain)}</code> — the trial's spec and parameters at "
         f"{target:g} kimg; writes a checkpoint, a sample grid at its best sampling setting and the sweep's table "
         "(add <code>--storage URL</code> when the study is not in ./hpo.db)</li>"
         f"<li><b>Check that it holds</b>: <code>hpo confirm {escape(name)}</code> retrains the top configurations "
-        "with fresh seeds</li></ul>"
+        "with fresh seeds</li>"
+        f"<li><b>Take it away</b>: <code>{escape(export)}</code> writes its EMA weights (safetensors), a spec "
+        f"that retrains it (<code>spec.yaml</code>) and its best sampling settings; <code>{escape(sample)}</code> "
+        "draws a grid at those settings (from the study, or from the exported folder)</li></ul>"
     )
 
 

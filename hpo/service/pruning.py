@@ -2,7 +2,7 @@
 ``pruner.spare_until_complete`` trials are complete, a trial whose validation metric beats every
 baseline's at the same evaluation point is not stopped (a configuration already better than what a
 person would try by hand is worth finishing while the study has too few complete trials to rank
-anything; measured in ``benchmarks/pruning_replay.py``, README "Pruners")."""
+anything; measured in ``benchmarks/pruning_replay.py``, docs/benchmarks.md "Pruners")."""
 
 from __future__ import annotations
 

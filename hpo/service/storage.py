@@ -48,7 +48,7 @@ from hpo.spec.rules import grace_seconds
 log = logging.getLogger("hpo.storage")
 
 # Per engine: 2 pooled + 2 overflow connections (overflow covers the heartbeat thread and the start
-# lock). A worker has two engines; measured, it holds at most 4 connections at once (README).
+# lock). A worker has two engines; measured, it holds at most 4 connections at once (docs/operations.md).
 POOL = {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True, "pool_recycle": 300}
 HEARTBEAT_WARN_EVERY = 60.0  # seconds: a failing heartbeat is said at first, then once a minute
 T = TypeVar("T")

@@ -26,7 +26,7 @@ DATA_ATTR = "data"  # the data's image counts, classes and size (ImageData.summa
 FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 
 
-# From benchmarks/sampler_efficiency.py (README "Samplers"): digits and shapes, 20 seeds of 30 trials.
+# From benchmarks/sampler_efficiency.py (docs/benchmarks.md "Samplers"): digits and shapes, 20 seeds of 30 trials.
 # Without pruning, GP with 10 random trials first reached random search's best-of-30 in a median 11
 # and 12 trials. With the median pruner GP learns from complete trials only: with 10 start-up trials
 # it never left its random start, with 4 it proposed the same pruned configuration again (15.8
@@ -37,7 +37,7 @@ TPE_STARTUP = 4  # reached random's best-of-30 in a median 13.5 trials on both d
 
 
 def sampler_name(spec: Spec) -> str:
-    """What ``sampler: auto`` means for this study: the rule README's "Samplers" table supports."""
+    """What ``sampler: auto`` means for this study: the rule docs/benchmarks.md's "Samplers" tables support."""
     name = spec.sampler.name
     if name != "auto":
         return name
@@ -55,12 +55,12 @@ def startup_trials(spec: Spec) -> int:
 
 
 def sampler_warning(spec: Spec) -> str | None:
-    """GP beside a pruner: measured to repeat pruned configurations (README "Samplers")."""
+    """GP beside a pruner: measured to repeat pruned configurations (docs/benchmarks.md "Samplers")."""
     if sampler_name(spec) == "gp" and spec.pruner.name != "none":
         return (
             f"sampler: gp learns from complete trials only; with pruner: {spec.pruner.name} it may stay random or "
-            'propose a pruned configuration again (measured: README "Samplers"); use sampler: auto (tpe here) '
-            "or pruner: none"
+            'propose a pruned configuration again (measured: docs/benchmarks.md "Samplers"); use sampler: auto '
+            "(tpe here) or pruner: none"
         )
     return None
 
@@ -147,7 +147,7 @@ def existing_study(spec: Spec, storage: RDBStorage, name: str) -> optuna.Study |
     if diff:
         raise HpoError(
             f"study {name!r} exists with a different spec (changed: {', '.join(diff)}); launch with "
-            f"--new-name NAME to start a new study, or restore the old values to resume it"
+            f"--name NAME to start a new study, or restore the old values to resume it"
         )
     return existing
 

@@ -14,6 +14,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from hpo.errors import ConfigError
+from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import SECTIONS, Spec, spec_from_dict
 from hpo.spec.typed import suggest
 
@@ -23,16 +24,18 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 OVERRIDE_SECTIONS = ("study", "data", "train", "sampling", "score", "sampler", "pruner")
 
 
-def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
+def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_data: bool = True) -> Spec:
     """Read and validate a spec file; ``overrides`` are ``section.key=value`` (section ``train``
-    when omitted), values parsed as YAML. Checks that the data the spec names exists here."""
+    when omitted), values parsed as YAML. Checks that the data the spec names exists here (unless
+    ``check_data`` is false: a spec that only rebuilds a trained network)."""
     path = Path(path)
     try:
         raw = parse_yaml(read_text(path))
         if raw is None:
             raise ConfigError("spec", f"is empty; a spec needs at least a study section ({', '.join(SECTIONS)})")
         spec = spec_from_dict(apply_overrides(raw, overrides), file=str(path))
-        check_environment(spec)
+        if check_data:
+            check_environment(spec)
         return spec
     except ConfigError as err:
         raise err.in_file(str(path)) from None
@@ -146,6 +149,18 @@ def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
             raise ConfigError(section, f"expected a mapping of settings, got {current!r}")
         raw[section] = {**current, **values}
     return raw
+
+
+def set_fixed(raw: dict[str, Any], name: str, value: Any) -> None:
+    """Fix parameter ``name`` at ``value`` where it belongs in a plain spec (``Spec.to_dict``):
+    a sampling setting, a network factory keyword (``network.NAME``) or a train setting."""
+    if name in SAMPLING_FIELDS:
+        raw["sampling"][name] = value
+    elif name.startswith("network."):
+        network = raw["train"]["network"]
+        network["kwargs"] = {**network.get("kwargs", {}), name.split(".", 1)[1]: value}
+    else:
+        raw["train"][name] = value
 
 
 def check_environment(spec: Spec) -> None:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -111,6 +112,11 @@ def load_data(cfg: DataConfig) -> ImageData:
     return data
 
 
+def held_out_count(n: int, val_fraction: float) -> int:
+    """Images of ``n`` that the split holds out: at least one, and at least one left to train on."""
+    return min(n - 1, max(1, round(n * val_fraction)))
+
+
 def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cfg: DataConfig, key: str) -> ImageData:
     n = images.shape[0]
     order = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.split_seed))
@@ -120,7 +126,7 @@ def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cf
     where = cfg.path or cfg.source
     if n < MIN_IMAGES:
         raise DataError(f"{where}: only {n} images; need at least {MIN_IMAGES} to split into training and validation")
-    n_val = min(n - 1, max(1, round(n * cfg.val_fraction)))
+    n_val = held_out_count(n, cfg.val_fraction)
     val, train = order[:n_val], order[n_val:]
     return ImageData(images[train], labels[train], images[val], labels[val], names, key)
 
@@ -210,16 +216,21 @@ def try_load(path: Path, size: int) -> tuple[np.ndarray, bool] | str:
         return str(err)
 
 
+def require_mostly_readable(root: Path, bad: Sequence[tuple[str, str]], total: int) -> None:
+    """A few broken files are skipped; more than half means the folder is wrong, not the files."""
+    if len(bad) * 2 > total:
+        raise DataError(
+            f"{root}: {len(bad)} of {total} images are unreadable (first: {bad[0][0]}, {bad[0][1]}); check them"
+        )
+
+
 def read_folder(root: Path, size: int) -> Source:
     files, labels, names = folder_classes(root, list_images(root))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         loaded = list(pool.map(lambda p: try_load(p, size), files))
     bad = tuple((str(p), r) for p, r in zip(files, loaded, strict=True) if isinstance(r, str))
     good = [(r, lab) for r, lab in zip(loaded, labels, strict=True) if not isinstance(r, str)]
-    if len(bad) * 2 > len(files):
-        raise DataError(
-            f"{root}: {len(bad)} of {len(files)} images are unreadable (first: {bad[0][0]}, {bad[0][1]}); check them"
-        )
+    require_mostly_readable(root, bad, len(files))
     if bad:
         log.warning("%s: skipped %d unreadable image(s), first: %s (%s)", root, len(bad), *bad[0])
     small = sum(1 for (_, was_small), _ in good if was_small)

@@ -36,16 +36,24 @@ class DiffusionModel:
 
 
 def net_info(cfg: TrainConfig, data: ImageData) -> NetInfo:
+    return info_for(cfg, channels=data.channels, image_size=data.image_size, num_classes=data.num_classes)
+
+
+def info_for(cfg: TrainConfig, *, channels: int, image_size: int, num_classes: int) -> NetInfo:
     """Conditional on the class when asked for and the data has several classes."""
-    classes = data.num_classes if cfg.conditional and data.num_classes > 1 else 0
-    return NetInfo(data.channels, data.image_size, classes)
+    return NetInfo(channels, image_size, num_classes if cfg.conditional and num_classes > 1 else 0)
 
 
 def build_network(cfg: TrainConfig, data: ImageData) -> tuple[nn.Module, NetInfo]:
     info = net_info(cfg, data)
+    return network_for(cfg, info), info
+
+
+def network_for(cfg: TrainConfig, info: NetInfo) -> nn.Module:
+    """A fresh network of the run's architecture for data described by ``info``."""
     factory = cfg.network.factory
     if factory == "builtin":
-        return builtin_unet(cfg, info), info
+        return builtin_unet(cfg, info)
     build = resolve_factory(factory)
     try:
         net = build(
@@ -56,7 +64,7 @@ def build_network(cfg: TrainConfig, data: ImageData) -> tuple[nn.Module, NetInfo
             f"network factory {factory} cannot be called as f(channels=, image_size=, num_classes=, **kwargs): {err}"
         ) from None
     check_protocol(net, info, name=factory)
-    return net, info
+    return net
 
 
 def builtin_unet(cfg: TrainConfig, info: NetInfo) -> UNet:

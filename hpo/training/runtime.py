@@ -45,6 +45,13 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
+def default_memory_limit(device: torch.device) -> int:
+    """The memory a run may plan for: the GPU's, or 80% of the machine's RAM on the CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
+
+
 def peak_memory_bytes(device: torch.device) -> int:
     return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
 

@@ -1,0 +1,144 @@
+"""``hpo export STUDY[:TRIAL] -o DIR``: a trained trial to take away: its EMA weights
+(``ema.safetensors``), a spec that retrains exactly it (``spec.yaml``, for ``hpo train``) and its
+best sampling settings with where they came from (``sampling.json``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+from safetensors.torch import load_file, save_file
+
+from hpo.commands.train import find_trial
+from hpo.diffusion.network import NetInfo
+from hpo.errors import HpoError
+from hpo.service.context import artifact_file
+from hpo.service.study import DATA_ATTR, require_spec
+from hpo.service.trials import fail_reason
+from hpo.spec.loading import load_spec, set_fixed
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
+from hpo.spec.spec import Spec, spec_from_dict
+from hpo.training.checkpoint import load_checkpoint
+from hpo.training.data import load_data
+from hpo.training.model import info_for, net_info
+
+WEIGHTS, SPEC, SAMPLING = "ema.safetensors", "spec.yaml", "sampling.json"
+
+
+@dataclass(frozen=True)
+class Winner:
+    """A trained trial: the spec that retrains it, how it samples best, and what its network was built for."""
+
+    spec: Spec  # the study's spec with the trial's parameters as fixed settings; one sampling combination
+    sampling: SamplingConfig  # the trial's best combination
+    info: NetInfo  # channels, image size and classes the network was built for
+    provenance: Mapping[str, Any]  # study, trial, value, metric_name
+
+
+def trial_winner(source: str, storage: str | None, artifacts: Path, *, what: str) -> tuple[Winner, Path]:
+    """``STUDY[:TRIAL]`` (the best complete trial without ``:TRIAL``) → the winner and its EMA
+    weights in the artifact store (``torch.save`` of the network's state_dict)."""
+    study, trial = find_trial(source, storage, what=what)
+    weights = checkpoint_of(study, trial, artifacts)
+    sampling = SamplingConfig.from_dict(trial.user_attrs["sampling"])
+    stored = require_spec(study)
+    spec = spec_from_dict(fixed_spec(stored, trial.params, sampling), file=f"study {study.study_name}")
+    provenance = {
+        "study": study.study_name, "trial": trial.number, "value": trial.value,
+        "metric_name": stored.score.metric_name,
+    }  # fmt: skip
+    return Winner(spec, sampling, network_info(study, spec), provenance), weights
+
+
+def checkpoint_of(study: optuna.Study, trial: FrozenTrial, artifacts: Path) -> Path:
+    """The trial's EMA weights in the artifact store, or a one-line error saying why there are none."""
+    name, which = study.study_name, f"trial {trial.number} of study {study.study_name!r}"
+    if trial.state != TrialState.COMPLETE:
+        why = f" ({reason})" if (reason := fail_reason(trial)) else ""
+        raise HpoError(
+            f"{which} is {trial.state.name.lower()}{why}: only complete trials keep their EMA weights; pick a "
+            f"complete one (`hpo status {name}`), or give just {name} for the best"
+        )
+    ckpt = trial.user_attrs.get("ema_checkpoint")
+    if not isinstance(ckpt, str):
+        raise HpoError(f"{which} stored no EMA checkpoint (no ema_checkpoint attribute); pick another trial")
+    path = artifact_file(artifacts, ckpt)
+    if not path.is_file():
+        raise HpoError(
+            f"{which}: its EMA weights are not in the artifact store {artifacts} (no {path}); pass --artifacts "
+            "with the folder the workers wrote to"
+        )
+    return path
+
+
+def fixed_spec(spec: Spec, params: dict[str, Any], sampling: SamplingConfig) -> dict[str, Any]:
+    """The plain spec that trains exactly this trial: its parameters fixed, no search, no baselines,
+    and the sampling section the one combination ``sampling``."""
+    raw = spec.to_dict()
+    for name, value in params.items():
+        set_fixed(raw, name, value)
+    raw["sampling"] = {**{k: v for k, v in raw["sampling"].items() if k not in SAMPLING_FIELDS}, **sampling.as_dict()}
+    raw["search"], raw["baselines"] = {}, []
+    return raw
+
+
+def network_info(study: optuna.Study, spec: Spec) -> NetInfo:
+    """From the data summary the workers store on the study; studies without one load the data."""
+    facts = study.user_attrs.get(DATA_ATTR)
+    if not facts:
+        return net_info(spec.train, load_data(spec.data))
+    return info_for(
+        spec.train, channels=int(facts["channels"]), image_size=int(facts["image_size"]),
+        num_classes=int(facts["classes"]),
+    )  # fmt: skip
+
+
+def check_empty(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        kind = "is not empty" if out.is_dir() else "is a file"
+        raise HpoError(f"-o {out}: {kind}; choose a new folder (hpo export writes {WEIGHTS}, {SPEC}, {SAMPLING})")
+
+
+def run_export(source: str, out: Path, *, storage: str | None, artifacts: Path) -> list[Path]:
+    """Write the three files into ``out`` (absent or empty); their paths."""
+    check_empty(out)
+    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}")
+    state = {k: v.contiguous() for k, v in load_checkpoint(weights).items()}
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out / WEIGHTS))
+    who = winner.provenance
+    head = (
+        f"# Written by `hpo export {who['study']}:{who['trial']}`: the trial's parameters fixed, its best sampling "
+        f"combination ({winner.sampling.words}).\n# `hpo train {out / SPEC}` retrains it.\n"
+    )
+    (out / SPEC).write_text(head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False))
+    (out / SAMPLING).write_text(json.dumps(exported_settings(winner), indent=2) + "\n")
+    return [out / WEIGHTS, out / SPEC, out / SAMPLING]
+
+
+def exported_settings(winner: Winner) -> dict[str, Any]:
+    """``sampling.json``: the best sampling settings, provenance and the network's input description."""
+    info = winner.info
+    network = {"channels": info.channels, "image_size": info.image_size, "num_classes": info.num_classes}
+    return {"sampling": winner.sampling.as_dict(), **winner.provenance, "network": network}
+
+
+def read_export(folder: Path) -> tuple[Winner, dict[str, torch.Tensor]]:
+    """An exported folder → the winner and its EMA weights (on the CPU)."""
+    missing = [f for f in (WEIGHTS, SPEC, SAMPLING) if not (folder / f).is_file()]
+    if missing:
+        raise HpoError(
+            f"{folder}: not an hpo export (no {', '.join(missing)}); make one with `hpo export STUDY:TRIAL -o {folder}`"
+        )
+    settings = json.loads((folder / SAMPLING).read_text())
+    spec = load_spec(folder / SPEC, check_data=False)
+    info = NetInfo(**settings["network"])
+    provenance = {k: settings[k] for k in ("study", "trial", "value", "metric_name")}
+    return Winner(spec, SamplingConfig.from_dict(settings["sampling"]), info, provenance), load_file(folder / WEIGHTS)

@@ -1,0 +1,71 @@
+"""``hpo sample SOURCE -n 64 -o grid.png``: samples from a trained trial (``STUDY[:TRIAL]``) or an
+``hpo export`` folder, at the trial's best sampling settings unless overridden."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from hpo.commands.export import Winner, read_export, trial_winner
+from hpo.errors import HpoError
+from hpo.spec.rules import check_ddim_steps
+from hpo.spec.sampling import SamplingConfig
+from hpo.training.checkpoint import load_checkpoint
+from hpo.training.generate import sample_images, save_grid
+from hpo.training.model import DiffusionModel, network_for
+from hpo.training.runtime import resolve_device
+from hpo.training.trainer import make_schedule
+
+
+def load_winner(source: str, *, storage: str | None, artifacts: Path) -> tuple[Winner, dict[str, torch.Tensor]]:
+    """An export folder when ``source`` is a directory, else ``STUDY[:TRIAL]``."""
+    folder = Path(source)
+    if folder.is_dir():
+        return read_export(folder)
+    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo sample {source!r}")
+    return winner, load_checkpoint(weights)
+
+
+def rebuild(winner: Winner, state: Mapping[str, torch.Tensor]) -> DiffusionModel:
+    """The trial's network with its EMA weights (every key must match), on the spec's device."""
+    cfg = winner.spec.train
+    net = network_for(cfg, winner.info)
+    net.load_state_dict(state, strict=True)
+    net = net.to(resolve_device(cfg.device)).eval().requires_grad_(False)
+    return DiffusionModel(net, winner.info, make_schedule(cfg), cfg.prediction)
+
+
+def chosen_sampling(winner: Winner, *, guidance: float | None, steps: int | None) -> SamplingConfig:
+    """The trial's best combination with ``--guidance`` / ``--steps`` in place of its own."""
+    sampling = winner.sampling
+    if guidance is not None:
+        if guidance != 1.0 and not winner.info.conditional:
+            raise HpoError(
+                f"--guidance {guidance:g}: this network is unconditional, so there is nothing to guide; leave it out"
+            )
+        sampling = dataclasses.replace(sampling, guidance_scale=guidance)
+    if steps is not None:
+        check_ddim_steps(steps, winner.spec.train.timesteps, key="--steps")
+        sampling = dataclasses.replace(sampling, ddim_steps=steps)
+    return sampling
+
+
+def run_sample(
+    source: str,
+    out: Path,
+    *,
+    n: int,
+    seed: int,
+    guidance: float | None,
+    steps: int | None,
+    storage: str | None,
+    artifacts: Path,
+) -> tuple[Path, SamplingConfig]:
+    """Draw ``n`` samples into the grid ``out``; (its path, the settings used)."""
+    winner, state = load_winner(source, storage=storage, artifacts=artifacts)
+    sampling = chosen_sampling(winner, guidance=guidance, steps=steps)
+    model = rebuild(winner, state)
+    return save_grid(sample_images(model, sampling, n=n, seed=seed), out), sampling

@@ -1,0 +1,192 @@
+"""`hpo init`: from a folder of images to a commented spec that the doctor passes and that launches,
+planned from the folder's facts and the machine's memory; awkward folders get a spec or one line."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from PIL import Image, ImageDraw
+
+from hpo.doctor.planning import MIN_IMAGES, Machine, plan_spec
+from hpo.doctor.schedule_checks import supported_kimg
+from hpo.doctor.survey import survey_folder
+from hpo.scoring.stopping import MAX_EXTRAPOLATION
+from hpo.spec.loading import load_spec
+from tests.cli import run_cli
+
+
+def draw_shapes(folder: Path, n: int, size: int | tuple[int, int], *, seed: int = 0, suffix: str = "png") -> None:
+    """``n`` coloured ellipses or squares on coloured backgrounds."""
+    rnd = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    w, h = (size, size) if isinstance(size, int) else size
+    for i in range(n):
+        img = Image.new("RGB", (w, h), tuple(rnd.randrange(256) for _ in range(3)))
+        x, y, r = rnd.randrange(w // 2), rnd.randrange(h // 2), max(2, min(w, h) // 3)
+        shape = ImageDraw.Draw(img).ellipse if seed % 2 else ImageDraw.Draw(img).rectangle
+        shape([x, y, x + r, y + r], fill=tuple(rnd.randrange(256) for _ in range(3)))
+        img.save(folder / f"{i}.{suffix}")
+
+
+def two_classes(root: Path, per_class: int = 60, size: int = 32) -> Path:
+    draw_shapes(root / "circles", per_class, size, seed=1)
+    draw_shapes(root / "squares", per_class, size, seed=2)
+    return root
+
+
+def init(*args: str) -> tuple[int, str, str]:
+    return run_cli(["init", *args])
+
+
+def edit(path: Path, changes: dict[str, dict[str, Any]]) -> None:
+    raw = yaml.safe_load(path.read_text())
+    for section, values in changes.items():
+        raw[section] = {**raw[section], **values}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+@pytest.mark.slow
+def test_a_folder_of_photos_becomes_a_spec_the_doctor_passes_a_study_an_export_and_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hpo.commands.launch.threads_per_worker", lambda workers: 1)  # one core per test process
+    photos = two_classes(tmp_path / "photos")
+    code, out, err = init(str(photos), "-o", "search_spaces/mine.yaml")
+    assert code == 0, err
+    assert "2 classes (circles: 60, squares: 60)" in out
+    assert "next: hpo doctor search_spaces/mine.yaml   then   hpo launch search_spaces/mine.yaml" in out
+    spec = Path("search_spaces/mine.yaml")
+    assert all("#" in line for line in spec.read_text().splitlines() if line.strip())  # every line says why
+    code, out, err = run_cli(["doctor", str(spec), "--fast", "--threads", "1"])
+    assert code == 0, out + err
+    edit(spec, {  # a 2-trial study of a small network that runs in about a minute on one thread
+        "study": {"n_trials": 2, "target_kimg": 0.8},
+        "train": {"kimg": 0.2, "num_evals": 1, "val_images": 16, "base_channels": 16, "channel_mult": [1, 2]},
+        "sampling": {"guidance_scale": [2.0], "ddim_steps": [8]},
+        "score": {"num_samples": 32, "batch_size": 32, "grid_size": 16},
+    })  # fmt: skip
+    code, out, err = run_cli(["launch", str(spec), "--skip-doctor"])  # the doctor has just passed it
+    assert code == 0, out + err
+    assert "2/2 finished: 2 complete" in out, out
+    code, out, err = run_cli(["export", "photos-32", "-o", "exported"])
+    assert code == 0, out + err
+    code, out, err = run_cli(["sample", "exported", "-n", "4", "-o", "grid.png", "--threads", "1"])
+    assert code == 0, out + err
+    with Image.open("grid.png") as grid:
+        assert grid.format == "PNG" and min(grid.size) >= 32
+
+
+def test_one_class_gets_an_unconditional_spec_without_a_guidance_sweep(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "bikes", 80, 32)
+    code, out, err = init(str(tmp_path / "bikes"), "-o", "one.yaml")
+    assert code == 0, err
+    spec = load_spec("one.yaml")
+    assert not spec.train.conditional and spec.sampling.values("guidance_scale") == (1.0,)
+    assert spec.score.features == "inception"  # the feature classifier needs two classes
+    assert "1 class (no class subfolders: unconditional)" in out
+
+
+def test_mixed_sizes_train_at_the_size_most_images_reach(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "mixed" / "a", 50, (80, 120), seed=1)
+    draw_shapes(tmp_path / "mixed" / "b", 45, 70, seed=2)
+    draw_shapes(tmp_path / "mixed" / "b", 5, 24, seed=3, suffix="jpg")  # 5% too small: upscaled
+    code, out, err = init(str(tmp_path / "mixed"), "-o", "mixed.yaml")
+    assert code == 0, err
+    assert load_spec("mixed.yaml").data.image_size == 64
+    assert "80x120 (50), 70x70 (45), 24x24 (5)" in out
+
+
+def test_a_few_unreadable_files_are_counted_and_named_not_fatal(tmp_path: Path) -> None:
+    photos = two_classes(tmp_path / "photos", per_class=40)
+    (photos / "circles" / "broken.png").write_bytes(b"not a png")
+    code, out, err = init(str(photos), "-o", "spec.yaml")
+    assert code == 0, err
+    assert "1 unreadable, first: " in out and "broken.png" in out
+    assert load_spec("spec.yaml").data.image_size == 32
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ("twelve", f"only 12 readable images: hpo init needs at least {MIN_IMAGES}"),
+        ("empty", "no images"),
+        ("file", "not a folder"),
+        ("unreadable", "12 of 20 images are unreadable"),
+    ],
+)
+def test_folders_that_cannot_train_are_refused_in_one_line(tmp_path: Path, layout: str, message: str) -> None:
+    target = tmp_path / "data"
+    if layout == "twelve":
+        draw_shapes(target, 12, 32)
+    elif layout == "empty":
+        target.mkdir()
+    elif layout == "file":
+        target.write_text("a file, not a folder")
+    else:
+        draw_shapes(target, 8, 32)
+        for i in range(12):
+            (target / f"bad{i}.jpg").write_bytes(b"\xff\xd8 truncated")
+    code, out, err = init(str(target), "-o", "spec.yaml")
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+    assert not Path("spec.yaml").exists()
+
+
+def test_an_existing_spec_is_kept_unless_forced(tmp_path: Path) -> None:
+    photos = two_classes(tmp_path / "photos", per_class=40)
+    Path("spec.yaml").write_text("mine\n")
+    code, _, err = init(str(photos), "-o", "spec.yaml")
+    assert code == 2 and "spec.yaml exists; pass --force" in err
+    assert Path("spec.yaml").read_text() == "mine\n"
+    code, _, err = init(str(photos), "-o", "spec.yaml", "--force", "--name", "again")
+    assert code == 0, err
+    assert load_spec("spec.yaml").study.name == "again"
+
+
+def plan_for(folder: Path, gpu_gb: float, image_size: int | None = None) -> Any:
+    machine = Machine("gpu", int(gpu_gb * 2**30), f"a {gpu_gb:g} GiB GPU")
+    return plan_spec(survey_folder(folder), machine, name="t", image_size=image_size, weights_present=False)
+
+
+def test_image_size_is_the_largest_the_images_support(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "forty", 64, 40)
+    draw_shapes(tmp_path / "big", 64, (300, 340))
+    assert plan_for(tmp_path / "forty", 80).image_size == 32
+    big = plan_for(tmp_path / "big", 80)
+    assert big.image_size == 256
+    assert big.network.channel_mult == (1, 1, 1, 2, 2, 2)  # down to 8 px: one level per doubling
+    assert plan_for(tmp_path / "big", 80, image_size=64).network.channel_mult == (1, 2, 2, 2)  # the bikes network
+
+
+def test_a_smaller_gpu_gets_smaller_batch_sizes_for_the_same_folder(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "photos", 200, 128)
+    small, large = plan_for(tmp_path / "photos", 8), plan_for(tmp_path / "photos", 80)
+    assert small.network == large.network
+    assert max(small.search.batch_sizes) < max(large.search.batch_sizes)
+    for plan, gb in ((small, 8), (large, 80)):
+        largest = max(plan.search.batch_sizes)
+        assert plan.network.need(largest) <= 0.9 * gb * 2**30 < plan.network.need(2 * largest) or largest == 128
+
+
+@pytest.mark.slow
+def test_6500_photos_at_128px_are_planned_in_seconds(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "bikes", 6500, 128, suffix="jpg")
+    started = time.perf_counter()
+    code, _, err = init(str(tmp_path / "bikes"), "-o", "bikes128.yaml", "--gpu-memory", "80", "--name", "bikes128")
+    seconds = time.perf_counter() - started
+    assert code == 0, err
+    print(f"hpo init on 6500 128 px photos: {seconds:.1f} s")
+    spec = load_spec("bikes128.yaml")
+    n_train = 6500 - 650
+    assert (spec.data.image_size, spec.data.val_fraction) == (128, 0.1)
+    assert (spec.train.base_channels, spec.train.channel_mult, spec.train.attention_resolutions) == (
+        128, (1, 1, 2, 2, 2), (16,),
+    )  # fmt: skip
+    assert spec.train.kimg == 730 and spec.study.target_kimg == MAX_EXTRAPOLATION * 730
+    assert spec.study.target_kimg <= supported_kimg(n_train) < MAX_EXTRAPOLATION * 740
+    assert seconds < 30
