@@ -137,7 +137,7 @@ def test_hpo_confirm_budgets_scores_every_rung_of_one_run_through_a_worker_proce
     assert set(companion.user_attrs[FLOOR_ATTR]) >= {"score", "copy_pixels_high"}
     assert "real held-out images" in out.stdout and "forecast at 2 kimg" in out.stdout
     assert out.stdout.count("per doubling") == 2  # a stop verdict per configuration
-    status = hpo("status", "lad-ladder", url=url, cwd=tmp_path)
+    status = hpo("status", "lad-ladder", "--wide", url=url, cwd=tmp_path)
     assert status.returncode == 0 and "gap@last" in status.stdout and "stop" in status.stdout
     rows = [line for line in status.stdout.splitlines() if "COMPLETE" in line]
     assert len(rows) == 4 and all(any(w in r for w in ("improving", "plateau", "copying")) for r in rows), rows

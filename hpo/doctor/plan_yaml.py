@@ -9,7 +9,7 @@ import yaml
 
 from hpo.doctor.planning import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, epochs
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
-from hpo.scoring.stopping import MAX_EXTRAPOLATION
+from hpo.spec.rules import MAX_EXTRAPOLATION
 
 COMMENT_AT = 32  # comments start in this column, as in the shipped specs
 SEARCH_COMMENT_AT = 72

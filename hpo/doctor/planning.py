@@ -17,9 +17,9 @@ from hpo.doctor.model_checks import LARGE_NETWORK, saved_bytes, state_bytes
 from hpo.doctor.schedule_checks import supported_kimg
 from hpo.doctor.survey import FolderSurvey
 from hpo.errors import HpoError
-from hpo.scoring.stopping import MAX_EXTRAPOLATION
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim
+from hpo.spec.rules import MAX_EXTRAPOLATION
 from hpo.training.data import held_out_count
 from hpo.training.model import count_parameters, info_for, network_for
 

@@ -21,9 +21,9 @@ import numpy as np
 from scipy.optimize import curve_fit
 
 from hpo.scoring.noise import Noise
+from hpo.spec.rules import MAX_EXTRAPOLATION
 
 MIN_POINTS = 3
-MAX_EXTRAPOLATION = 4.0
 
 Kind = Literal["too_early", "improving", "plateau", "copying"]
 
