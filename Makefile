@@ -4,7 +4,7 @@ VENV   ?= .venv
 TORCH  ?= -r requirements-torch.txt  # the image installs the same file
 BIN     = $(VENV)/bin
 
-.PHONY: setup quickstart test lint test-containers
+.PHONY: setup quickstart test lint test-containers test-slurm
 
 # The quickstart's install: torch and the project, nothing else.
 $(BIN)/hpo: pyproject.toml requirements-torch.txt
@@ -42,3 +42,12 @@ test-containers: $(TEST_EXTRAS)
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -q --no-install-recommends docker.io docker-compose debootstrap; fi
 	$(BIN)/python -m pytest -q -s -m containers tests/test_stack.py
+
+# A job array through a one-node Slurm cluster of the test's own (root; Debian's Slurm 22.05 and munge,
+# installed when missing), on a throwaway PostgreSQL.
+SLURM_TOOLS = slurmctld slurmd sbatch munged
+test-slurm: $(TEST_EXTRAS)
+	@for t in $(SLURM_TOOLS); do command -v $$t >/dev/null || [ -x /usr/sbin/$$t ] || missing=1; done; \
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client munge; fi
+	$(BIN)/python -m pytest -q -s -m slurm tests/test_slurm.py

@@ -6,7 +6,9 @@
 #   2c. hpo train with the EMA length swept (post-hoc EMA): its hardware line (CUDA memory, NVML, data wait);
 #   3. a real CUDA out-of-memory in a worker: the trial is recorded as `oom` and the worker carries on (status
 #      shows each trial's hardware column);
-#   4. a 4-trial study with Inception FID when the weights are present ($HPO_FID_WEIGHTS or ~/.cache/hpo).
+#   4. a 4-trial study with Inception FID when the weights are present ($HPO_FID_WEIGHTS or ~/.cache/hpo);
+#   6. trials per hour with K = 1, 2, 4 worker processes on one GPU (hpo worker --per-gpu K), for the quickstart-sized
+#      and the bikes-sized network (unpruned trials of one configuration, 2K per K, so every K does the same work).
 # Usage: bash benchmarks/gpu_check.sh   (from the repository root, in the project's environment)
 set -euo pipefail
 PY=${PYTHON:-python}
@@ -90,3 +92,42 @@ if command -v docker >/dev/null && docker info 2>/dev/null | grep -qi nvidia && 
 else
   echo "no Docker with the NVIDIA runtime, or no hpo:latest image (docker build -t hpo:latest .): skipped"
 fi
+
+echo "== 6. trials per hour with K worker processes on one GPU (--per-gpu K) =="
+for size in quick bikes; do
+  if [ "$size" = quick ]; then
+    net="data: {source: digits, image_size: 16, cache_dir: $WORK/cache}
+train: {kimg: 12, num_evals: 4, base_channels: 32, channel_mult: [1, 2], num_res_blocks: 1, batch_size: 32}
+score: {features: classifier, num_samples: 256, batch_size: 64}"
+  else
+    net="data: {source: shapes, image_size: 64, num_images: 2000, cache_dir: $WORK/cache}
+train: {kimg: 8, num_evals: 4, base_channels: 128, channel_mult: [1, 2, 2, 2], num_res_blocks: 2, attention_resolutions: [16], batch_size: 64}
+score: {features: classifier, num_samples: 500, batch_size: 250}"
+  fi
+  for k in 1 2 4; do
+    cat > "$WORK/per-gpu-$size-$k.yaml" <<YAML
+study: {name: per-gpu-$size-$k, n_trials: $((2 * k))}
+$net
+sampling: {guidance_scale: 2.0, ddim_steps: 20}
+pruner: {name: none}
+search:
+  lr: {type: float, low: 3.9e-4, high: 4.1e-4}
+YAML
+    db="sqlite:///$WORK/per-gpu.db"
+    "$PY" -m hpo launch "$WORK/per-gpu-$size-$k.yaml" --storage "$db" --workers 0 --detach --skip-doctor >/dev/null
+    start=$(date +%s.%N)
+    timeout 240 "$PY" -m hpo worker --study "per-gpu-$size-$k" --storage "$db" --gpus 0 --per-gpu "$k" \
+      --exit-when-idle --poll 1 --artifacts "$WORK/art" --reports "$WORK/reports" 2>"$WORK/per-gpu-$size-$k.log" || true
+    "$PY" - "$db" "per-gpu-$size-$k" "$start" "$k" "$size" <<'PY'
+import sys, time
+import optuna
+db, name, start, k, size = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+trials = optuna.load_study(study_name=name, storage=db).get_trials()
+done = [t for t in trials if t.state.name == "COMPLETE"]
+oom = [t for t in trials if t.user_attrs.get("fail_reason") == "oom"]
+hours = (time.time() - start) / 3600
+print(f"{size:5s} K={k}: {len(done)}/{len(trials)} trials complete in {hours * 3600:.0f} s = "
+      f"{len(done) / hours:.1f} trials/h per GPU; {len(oom)} out of memory")
+PY
+  done
+done

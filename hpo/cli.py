@@ -152,6 +152,10 @@ LocalWorkersOpt = Annotated[
         min=0,
     ),
 ]  # fmt: skip
+WORKER_INDEX_HELP = "this worker's index (a task's, a pod's): its n processes offset the sampler seed by index·n+0…n−1"
+PerGpuOpt = Annotated[
+    int, typer.Option("--per-gpu", help="worker processes sharing each GPU (short trials of small networks)", min=1)
+]
 LocalGpusOpt = Annotated[
     str, typer.Option("--gpus", help="'all', 'cpu' or indices like 0,1: the GPUs local workers take in turn")
 ]
@@ -244,14 +248,18 @@ def _stop_during_startup(signum: int, frame: FrameType | None) -> None:
 def worker_cmd(
     study: Annotated[str | None, typer.Option(help="serve this study only (default: every unfinished one)")] = None,
     storage: StorageOpt = None,
-    gpus: Annotated[str, typer.Option(help="'all', 'cpu' or indices like 0,1: one process per GPU")] = "all",
+    gpus: Annotated[
+        str, typer.Option(help="'all', 'cpu' or indices like 0,1: --per-gpu processes on each GPU")
+    ] = "all",
     max_trials: Annotated[int | None, typer.Option(help="exit after this many trials", min=1)] = None,
     exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="exit when no study has work left")] = False,
     artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
     cache_dir: Annotated[Path | None, typer.Option(help="data and reference-statistics cache")] = None,
-    worker_index: Annotated[int, typer.Option(help="offsets the sampler seed", min=0)] = 0,
+    worker_index: Annotated[int, typer.Option(help=WORKER_INDEX_HELP, min=0)] = 0,
     poll: Annotated[float, typer.Option(help="seconds between looks for work", min=0.01)] = 5.0,
     threads: ThreadsOpt = None,
+    per_gpu: PerGpuOpt = 1,
+    sharing: Annotated[int, typer.Option(hidden=True, min=1)] = 1,  # set by a parent for its children
     reports: Annotated[Path, typer.Option(help="where the worker that finishes a study writes its report")] = Path(
         "reports"
     ),
@@ -267,10 +275,52 @@ def worker_cmd(
         opts = WorkerOptions(
             url=resolve_url(storage), study=study, max_trials=max_trials, exit_when_idle=exit_when_idle,
             artifact_dir=artifacts, cache_dir=cache_dir, worker_index=worker_index, poll_seconds=poll, threads=threads,
+            sharing=sharing,
         )  # fmt: skip
-        run_workers(opts, gpus, reports)
+        run_workers(opts, gpus, reports, per_gpu=per_gpu)
     except StoppedDuringStartup:
         typer.echo("stopped by SIGTERM during start-up; no trial was running", err=True)
+
+
+@command("slurm")
+def slurm_cmd(
+    study: Annotated[str, typer.Argument(help="the study the workers serve (create it with hpo launch)")],
+    array: Annotated[int, typer.Option("--array", help="tasks in the job array: one hpo worker each", min=1)],
+    storage: StorageOpt = None,
+    gpus_per_task: Annotated[int, typer.Option(help="GPUs per task (0: workers on the CPU)", min=0)] = 1,
+    per_gpu: PerGpuOpt = 1,
+    cpus_per_task: Annotated[int, typer.Option(help="CPUs per task, split between its processes", min=1)] = 4,
+    partition: Annotated[str | None, typer.Option(help="Slurm partition (default: the cluster's)")] = None,
+    time: Annotated[str | None, typer.Option("--time", help="Slurm time limit per task, e.g. 04:00:00")] = None,
+    sbatch_arg: Annotated[
+        list[str] | None, typer.Option("--sbatch-arg", help="one more #SBATCH option: --account=lab, --qos=high")
+    ] = None,
+    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    reports: Annotated[Path, typer.Option(help="where the task that finishes the study writes its report")] = Path(
+        "reports"
+    ),
+    cache_dir: Annotated[Path | None, typer.Option(help="data and reference-statistics cache")] = None,
+    folder: Annotated[
+        Path | None, typer.Option("--dir", help="script, storage.env and logs (default: .hpo/slurm/STUDY)")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="write and print the job script; submit nothing")] = False,
+) -> None:
+    """Submit a Slurm job array of workers for STUDY (PostgreSQL); each task exits when the study is done.
+
+    Paths are resolved here and must be on a filesystem the nodes share. The storage URL goes into
+    an environment file only you can read, never into the script or a command line.
+    """
+    from hpo.commands.slurm import SLURM_DIR, SlurmJob, run_slurm_command
+    from hpo.service.names import path_component
+    from hpo.service.urls import resolve_url
+
+    logs()
+    job = SlurmJob(
+        study=study, tasks=array, gpus_per_task=gpus_per_task, per_gpu=per_gpu, cpus_per_task=cpus_per_task,
+        partition=partition, time=time, sbatch_args=tuple(sbatch_arg or ()), artifact_dir=artifacts,
+        report_dir=reports, cache_dir=cache_dir, folder=folder or SLURM_DIR / path_component(study),
+    )  # fmt: skip
+    run_slurm_command(job, resolve_url(storage), dry_run=dry_run)
 
 
 @command("status")
@@ -345,6 +395,7 @@ def doctor_cmd(
         float | None, typer.Option(help="memory budget (default: GPU memory or 80% RAM)")
     ] = None,
     workers: Annotated[int, typer.Option(help="workers, for the predicted study time", min=1)] = 1,
+    per_gpu: PerGpuOpt = 1,
     threads: ThreadsOpt = None,
 ) -> None:
     """Check data, model, schedule and training step for the classic mistakes; exit 1 on any failure."""
@@ -354,7 +405,7 @@ def doctor_cmd(
     logs()
     set_threads(threads)
     code = run_doctor_command(
-        spec, storage=storage, fast=fast, out=out, memory_limit_gb=memory_limit_gb, workers=workers
+        spec, storage=storage, fast=fast, out=out, memory_limit_gb=memory_limit_gb, workers=workers, per_gpu=per_gpu
     )
     if code:
         raise typer.Exit(code)

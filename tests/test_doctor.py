@@ -128,6 +128,19 @@ def test_batch_size_that_cannot_fit_under_a_memory_limit_is_flagged(digits8: Ima
     assert "10 trials on 2 worker(s)" in checks[2].reason
 
 
+def test_a_batch_that_fits_one_process_per_gpu_but_not_three_says_so(digits8: ImageData) -> None:
+    cfg = tiny_config(batch_size=64)
+    need, _ = model_checks.activation_bytes(cfg, digits8, CPU)
+    limit = 2 * need + model_checks.CUDA_CONTEXT_BYTES * 3  # one process: fits; three: each gets ~2/3 of need
+    (alone, _) = model_checks.memory_and_speed([cfg], digits8, CPU, limit_bytes=limit, n_trials=4, workers=1)
+    (shared, _) = model_checks.memory_and_speed(
+        [cfg], digits8, CPU, limit_bytes=limit, n_trials=4, workers=1, per_gpu=3
+    )
+    assert alone.status == "pass" and shared.status == "fail"
+    assert "each of 3 processes on one GPU gets (--per-gpu 3" in shared.reason
+    assert "fewer than 3 workers per GPU" in shared.fix
+
+
 def test_folder_with_corrupt_and_duplicate_files(tmp_path: Path) -> None:
     folder = tmp_path / "imgs"
     write_images(folder, 12)

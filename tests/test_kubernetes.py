@@ -34,6 +34,7 @@ SPEC_DIR = "/app/specs"  # where 30-launch.yaml mounts the hpo-spec ConfigMap
 # stop"), rounded up; a heartbeat riding out an outage can hold it for one heartbeat interval more.
 STOP_SECONDS = 10
 JOB_EXTRAS = ["--study", "$(HPO_STUDY)", "--exit-when-idle", "--worker-index", "$(HPO_WORKER_INDEX)"]
+JOB_EXTRAS += ["--per-gpu", "$(HPO_PER_GPU)"]
 SHELL_KEYWORDS = {"until", "while", "do", "then", "if", "!"}
 
 

@@ -1,15 +1,20 @@
 from __future__ import annotations
 
+import signal
 import socket
 from pathlib import Path
 
+import optuna
 import pytest
 import torch
 
-from hpo.commands.worker import local_gpus, parse_gpus, worker_argv
+from hpo.commands.worker import Slot, local_gpus, parse_gpus, worker_argv, worker_slots
 from hpo.errors import HpoError
 from hpo.service.placement import Placement, host_gpu_id
+from hpo.service.storage import open_storage
+from hpo.service.urls import resolve_url
 from hpo.service.worker import WorkerOptions
+from hpo.training.runtime import threads_per_worker
 
 
 def test_gpu_children_get_their_own_index_and_never_the_storage_url() -> None:
@@ -116,3 +121,63 @@ def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_proce
     assert own[0].params == best_inside.params and own[0].user_attrs["warm_start"] == f"gp#{best_inside.number}"
     status = hpo("status", "auto", url=url, cwd=tmp_path)
     assert "3/3" in status.stdout, status.stdout
+
+
+def test_per_gpu_places_k_processes_on_each_gpu_with_their_own_indices_and_split_threads() -> None:
+    slots = worker_slots([2, 5], 2, index=1, threads=None)  # the second task or pod of an array
+    assert [(s.gpu, s.worker_index) for s in slots] == [(2, 4), (2, 5), (5, 6), (5, 7)]
+    assert {s.threads for s in slots} == {None}  # GPU processes keep torch's default
+    cpu = worker_slots([], 3, index=0, threads=None)
+    assert [s.gpu for s in cpu] == [None] * 3 and {s.threads for s in cpu} == {threads_per_worker(3)}
+    assert worker_slots([], 1, index=5, threads=None) == [Slot(None, 5, None)]
+    with pytest.raises(HpoError, match="--per-gpu 0: expected at least 1"):
+        worker_slots([0], 0, index=0, threads=None)
+
+
+def test_a_gpu_child_sees_only_its_gpu_and_is_told_it_shares_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hpo.commands.worker as worker_module
+
+    started: list[tuple[list[str], dict[str, str]]] = []
+
+    class FakeChild:
+        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+            started.append((argv, env))
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(worker_module, "parse_gpus", lambda gpus: [0, 1])
+    monkeypatch.setattr(worker_module.subprocess, "Popen", FakeChild)
+    before = signal.getsignal(signal.SIGTERM)
+    worker_module.run_workers(WorkerOptions(url="postgresql://hpo:secret@db/hpo"), "all", None, per_gpu=2)
+    assert signal.getsignal(signal.SIGTERM) is before  # the parent's forwarding ends with its children
+    assert [env["CUDA_VISIBLE_DEVICES"] for _, env in started] == ["0", "0", "1", "1"]
+    for i, (argv, _) in enumerate(started):
+        assert argv[argv.index("--gpus") + 1] == "0" and argv[argv.index("--worker-index") + 1] == str(i)
+        assert argv[argv.index("--sharing") + 1] == "2" and not any("secret" in a for a in argv)
+
+
+def test_an_oom_with_shared_gpus_names_per_gpu_and_the_doctor() -> None:
+    from hpo.service.objective import oom_detail
+
+    assert oom_detail(64, 1) == "CUDA out of memory at batch_size=64"
+    assert "with 3 worker processes on this GPU (--per-gpu 3)" in oom_detail(64, 3)
+    assert "hpo doctor SPEC --per-gpu 3" in oom_detail(64, 3)
+
+
+@pytest.mark.slow
+def test_per_gpu_on_the_cpu_runs_two_worker_processes_that_share_one_study(pg_url: str, tmp_path: Path) -> None:
+    from tests.service_helpers import hpo, write_spec
+
+    spec = write_spec(tmp_path, study={"name": "pergpu", "n_trials": 4})
+    launched = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=pg_url, cwd=tmp_path)
+    assert launched.returncode == 0, launched.stderr
+    args = ["worker", "--study", "pergpu", "--exit-when-idle", "--poll", "0.5", "--gpus", "cpu", "--per-gpu", "2"]
+    done = hpo(*args, "--artifacts", str(tmp_path / "artifacts"), url=pg_url, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    threads = threads_per_worker(2)
+    assert f"started 2 worker processes: w0 cpu, {threads} threads, w1 cpu, {threads} threads" in done.stderr
+    study = optuna.load_study(study_name="pergpu", storage=open_storage(resolve_url(pg_url)))
+    placements = [Placement.from_attrs(t.user_attrs) for t in study.get_trials()]
+    assert len(placements) == 4 and all(p is not None for p in placements)
+    assert {p.worker for p in placements if p} == {0, 1} and len({p.pid for p in placements if p}) == 2

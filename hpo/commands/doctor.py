@@ -29,14 +29,22 @@ def spec_or_study(target: Path, storage: str | None) -> Spec:
 
 
 def run_doctor_command(
-    target: Path, *, storage: str | None, fast: bool, out: Path, memory_limit_gb: float | None, workers: int
+    target: Path,
+    *,
+    storage: str | None,
+    fast: bool,
+    out: Path,
+    memory_limit_gb: float | None,
+    workers: int,
+    per_gpu: int = 1,
 ) -> int:
     """Each check is printed as it finishes; a long one says every few seconds that it is still running."""
     spec = spec_or_study(target, storage)
     checklist = Checklist(lambda c: typer.echo(c.line()), lambda text: typer.echo(text, err=True))
     checks = run_doctor(
-        spec, fast=fast, out_dir=out, memory_limit_gb=memory_limit_gb, workers=workers, checklist=checklist
-    )
+        spec, fast=fast, out_dir=out, memory_limit_gb=memory_limit_gb, workers=workers, per_gpu=per_gpu,
+        checklist=checklist,
+    )  # fmt: skip
     failed = [c for c in checks if c.status == "fail"]
     typer.echo(f"{len(failed)} failed, {sum(c.status == 'warn' for c in checks)} warnings, {len(checks)} checks")
     return 1 if failed else 0

@@ -1,5 +1,5 @@
-"""``hpo worker``: one process per GPU (CPU when none), each serving studies; the worker that
-finishes a study writes its report. Also the one builder of a worker's command line."""
+"""``hpo worker``: ``--per-gpu`` processes per GPU (or on the CPU when none), each serving studies;
+the worker that finishes a study writes its report. Also the one builder of a worker's command line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -17,6 +17,7 @@ import optuna
 from hpo.errors import HpoError
 from hpo.service.urls import STORAGE_ENV
 from hpo.service.worker import OnStudyDone, WorkerOptions, run_worker
+from hpo.training.runtime import threads_per_worker
 
 log = logging.getLogger("hpo.worker")
 
@@ -47,6 +48,29 @@ def local_gpus(n: int, gpus: str = "all") -> list[str]:
     return [str(indices[i % len(indices)]) if indices else "cpu" for i in range(n)]
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One worker process of ``hpo worker``: the host GPU it is pinned to (None: the CPU), its worker
+    index (it offsets the sampler seed) and its torch threads (None: torch's default)."""
+
+    gpu: int | None
+    worker_index: int
+    threads: int | None
+
+
+def worker_slots(gpus: list[int], per_gpu: int, *, index: int, threads: int | None) -> list[Slot]:
+    """``per_gpu`` processes on each of ``gpus`` (on the CPU when the list is empty). ``index`` is
+    this ``hpo worker``'s own (a Slurm task's, a pod's): its n processes take worker indices
+    ``index·n … index·n + n−1``, so no two processes of an array share a sampler seed. Processes
+    that share the CPU split its cores unless ``threads`` says otherwise."""
+    if per_gpu < 1:
+        raise HpoError(f"--per-gpu {per_gpu}: expected at least 1 worker process per GPU")
+    devices: list[int | None] = [g for g in gpus for _ in range(per_gpu)] if gpus else [None] * per_gpu
+    if threads is None and not gpus and per_gpu > 1:
+        threads = threads_per_worker(per_gpu)
+    return [Slot(gpu, index * len(devices) + i, threads) for i, gpu in enumerate(devices)]
+
+
 def worker_argv(opts: WorkerOptions, *, gpus: str, report_dir: Path | None = None) -> list[str]:
     """The command line of a worker process with ``opts`` (the storage URL travels in the
     environment, never on a command line that ``ps`` shows)."""
@@ -62,6 +86,8 @@ def worker_argv(opts: WorkerOptions, *, gpus: str, report_dir: Path | None = Non
         cmd += ["--cache-dir", str(opts.cache_dir)]
     if opts.threads:
         cmd += ["--threads", str(opts.threads)]
+    if opts.sharing > 1:
+        cmd += ["--sharing", str(opts.sharing)]
     if report_dir is not None:
         cmd += ["--reports", str(report_dir)]
     return cmd
@@ -82,29 +108,45 @@ def report_writer(report_dir: Path, artifact_dir: Path) -> OnStudyDone:
     return write
 
 
-def run_workers(opts: WorkerOptions, gpus: str, report_dir: Path | None) -> None:
-    """One worker in this process for zero or one GPU; one child process per GPU otherwise."""
-    indices = parse_gpus(gpus)
-    if len(indices) <= 1:
-        device = f"cuda:{indices[0]}" if indices else "cpu"
+def run_workers(opts: WorkerOptions, gpus: str, report_dir: Path | None, per_gpu: int = 1) -> None:
+    """One worker in this process when one slot is wanted; else one child process per slot, each
+    seeing only its GPU (as cuda:0) and told how many processes share that GPU."""
+    slots = worker_slots(parse_gpus(gpus), per_gpu, index=opts.worker_index, threads=opts.threads)
+    if len(slots) == 1:
+        (slot,) = slots
+        device = f"cuda:{slot.gpu}" if slot.gpu is not None else "cpu"
         from hpo.training.runtime import set_threads
 
-        set_threads(opts.threads)
+        set_threads(slot.threads)
         done = report_writer(report_dir, opts.artifact_dir) if report_dir is not None else None
         run_worker(replace(opts, device=device), on_study_done=done)
         return
     children = []
-    for i, gpu in enumerate(indices):
-        child = replace(opts, worker_index=opts.worker_index + i)
-        env = worker_env(opts.url, CUDA_VISIBLE_DEVICES=str(gpu))  # each child sees its GPU as device 0
-        children.append(subprocess.Popen(worker_argv(child, gpus="0", report_dir=report_dir), env=env))
+    for slot in slots:
+        child = replace(opts, worker_index=slot.worker_index, threads=slot.threads, sharing=per_gpu)
+        if slot.gpu is None:
+            argv, env = worker_argv(child, gpus="cpu", report_dir=report_dir), worker_env(opts.url)
+        else:  # each child sees its GPU as device 0
+            argv = worker_argv(child, gpus="0", report_dir=report_dir)
+            env = worker_env(opts.url, CUDA_VISIBLE_DEVICES=str(slot.gpu))
+        children.append(subprocess.Popen(argv, env=env))
+    log.info("started %d worker processes: %s", len(slots), ", ".join(slot_text(s) for s in slots))
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for child_proc in children:
             child_proc.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    codes = [c.wait() for c in children]
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        codes = [c.wait() for c in children]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if any(codes):
         raise SystemExit(max(codes))
+
+
+def slot_text(slot: Slot) -> str:
+    where = "cpu" if slot.gpu is None else f"gpu {slot.gpu}"
+    threads = "" if slot.threads is None else f", {slot.threads} threads"
+    return f"w{slot.worker_index} {where}{threads}"

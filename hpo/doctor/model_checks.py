@@ -199,10 +199,26 @@ def activation_bytes(cfg: TrainConfig, data: ImageData, device: torch.device) ->
     return state + saved[0], (time.perf_counter() - start) / 2
 
 
+# What each extra process on a GPU holds before its first tensor: the CUDA context and the cuDNN and
+# cuBLAS workspaces (roughly 0.3-0.6 GiB on recent GPUs and drivers; this is the high end).
+CUDA_CONTEXT_BYTES = int(0.6 * 2**30)
+
+
 def memory_and_speed(
-    cfgs: list[TrainConfig], data: ImageData, device: torch.device, *, limit_bytes: int, n_trials: int, workers: int
+    cfgs: list[TrainConfig],
+    data: ImageData,
+    device: torch.device,
+    *,
+    limit_bytes: int,
+    n_trials: int,
+    workers: int,
+    per_gpu: int = 1,
 ) -> list[Check]:
+    """Each batch size's memory against the budget (split between ``per_gpu`` processes sharing a
+    GPU, each less its CUDA context) and the study's predicted training time."""
     out, trial_seconds = [], []
+    if per_gpu > 1:
+        limit_bytes = limit_bytes // per_gpu - CUDA_CONTEXT_BYTES
     for cfg in cfgs:
         need, step = activation_bytes(cfg, data, device)
         trial_seconds.append(step * cfg.total_steps)
@@ -215,12 +231,13 @@ def memory_and_speed(
                 Check(
                     "memory",
                     "fail",
-                    f"{text}; over the {limit_bytes / 2**30:.1f} GiB limit",
-                    "drop this batch size from the search space or use a smaller network",
+                    f"{text}; over the {limit_bytes / 2**30:.1f} GiB limit{shared(per_gpu)}",
+                    "drop this batch size from the search space or use a smaller network"
+                    + (f", or run fewer than {per_gpu} workers per GPU" if per_gpu > 1 else ""),
                 )
             )
         else:
-            out.append(Check("memory", "pass", text))
+            out.append(Check("memory", "pass", text + (f"; fits{shared(per_gpu)}" if per_gpu > 1 else "")))
     mean = sum(trial_seconds) / len(trial_seconds)
     out.append(
         Check(
@@ -231,6 +248,13 @@ def memory_and_speed(
         )
     )
     return out
+
+
+def shared(per_gpu: int) -> str:
+    if per_gpu == 1:
+        return ""
+    context = CUDA_CONTEXT_BYTES / 2**30
+    return f" each of {per_gpu} processes on one GPU gets (--per-gpu {per_gpu}; {context:.1f} GiB each for CUDA)"
 
 
 def lr_probe(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 60) -> Check:

@@ -103,6 +103,7 @@ def run_doctor(
     out_dir: Path,
     memory_limit_gb: float | None = None,
     workers: int = 1,
+    per_gpu: int = 1,
     checklist: Checklist | None = None,
 ) -> list[Check]:
     """Every check in order; ``checklist`` hands each on as it finishes (and says what is running)."""
@@ -136,7 +137,7 @@ def run_doctor(
         out.add(
             *model_checks.memory_and_speed(
                 batch_size_configs(spec, cfg), data, device, limit_bytes=limit, n_trials=spec.study.n_trials,
-                workers=workers,
+                workers=workers, per_gpu=per_gpu,
             )
         )  # fmt: skip
     _, top_lr = param_bounds(spec.search.get("lr"), cfg.lr)

@@ -38,6 +38,7 @@ class StudyContext:
     artifact_dir: Path
     cache_dir: Path
     storage: ResilientStorage
+    sharing: int = 1  # worker processes on this device (hpo worker --per-gpu)
     scorer: Scorer | None = field(default=None)
     progress: ProgressProbe | None = field(default=None)
 

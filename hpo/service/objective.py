@@ -208,7 +208,17 @@ def _train_and_score(
     except torch.cuda.OutOfMemoryError:
         release_memory(ctx.device)
         trial.set_user_attr("oom_batch_size", cfg.batch_size)
-        raise _fail(trial, "oom", f"CUDA out of memory at batch_size={cfg.batch_size}") from None
+        raise _fail(trial, "oom", oom_detail(cfg.batch_size, ctx.sharing)) from None
+
+
+def oom_detail(batch_size: int, sharing: int) -> str:
+    detail = f"CUDA out of memory at batch_size={batch_size}"
+    if sharing > 1:
+        detail += (
+            f", with {sharing} worker processes on this GPU (--per-gpu {sharing}): run fewer per GPU, "
+            f"and ask `hpo doctor SPEC --per-gpu {sharing}` whether they fit"
+        )
+    return detail
 
 
 def _reporter(

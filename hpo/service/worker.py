@@ -60,6 +60,7 @@ class WorkerOptions:
     poll_seconds: float = 5.0
     device: str = "auto"
     threads: int | None = None  # torch CPU threads (local workers share the cores)
+    sharing: int = 1  # worker processes on this worker's device (hpo worker --per-gpu)
 
 
 Objective = Callable[[optuna.Trial, StudyContext, Callable[[], None]], float]
@@ -138,8 +139,9 @@ class Worker:
             pruner=make_pruner(spec),
         )
         ctx = StudyContext(
-            name, spec, load_data(data_cfg), self.device, self.opts.artifact_dir, data_cfg.cache_path, storage
-        )
+            name, spec, load_data(data_cfg), self.device, self.opts.artifact_dir, data_cfg.cache_path, storage,
+            sharing=self.opts.sharing,
+        )  # fmt: skip
         return ctx, study, storage
 
     def step(self, name: str) -> Outcome:
