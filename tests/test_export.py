@@ -214,3 +214,20 @@ def test_sample_refuses_a_folder_that_is_not_an_export(tmp_path: Path) -> None:
     code, _, err = run_cli(["sample", str(tmp_path / "stray"), "-o", str(tmp_path / "g.png")])
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: {tmp_path / 'stray'}: not an hpo export (no ema.safetensors, sampling.json)")
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    from hpo.training.checkpoint import atomic_write
+
+    target = tmp_path / "ema.safetensors"
+    target.write_text("old weights")
+
+    def half_written(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, half_written)
+    assert target.read_text() == "old weights" and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+    atomic_write(target, lambda tmp: tmp.write_text("new weights"))
+    assert target.read_text() == "new weights" and len(list(tmp_path.iterdir())) == 1

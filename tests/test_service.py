@@ -84,6 +84,7 @@ def test_sigterm_fails_the_running_trial_for_retry_and_exits_cleanly(pg_url: str
         assert time.monotonic() < deadline and worker.poll() is None
         time.sleep(0.2)
     worker.send_signal(signal.SIGTERM)
+    worker.send_signal(signal.SIGTERM)  # a --per-gpu child under Slurm gets one from Slurm, one from its parent
     finish([worker], timeout=120)
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]

@@ -25,7 +25,7 @@ from hpo.service.trials import fail_reason
 from hpo.spec.loading import load_spec, set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import Spec, spec_from_dict
-from hpo.training.checkpoint import load_checkpoint
+from hpo.training.checkpoint import atomic_write, load_checkpoint
 from hpo.training.data import load_data
 from hpo.training.model import info_for, net_info
 
@@ -112,14 +112,16 @@ def run_export(source: str, out: Path, *, storage: str | None, artifacts: Path) 
     winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}")
     state = {k: v.contiguous() for k, v in load_checkpoint(weights).items()}
     out.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(out / WEIGHTS))
+    atomic_write(out / WEIGHTS, lambda tmp: save_file(state, str(tmp)))
     who = winner.provenance
     head = (
         f"# Written by `hpo export {who['study']}:{who['trial']}`: the trial's parameters fixed, its best sampling "
         f"combination ({winner.sampling.words}).\n# `hpo train {out / SPEC}` retrains it.\n"
     )
-    (out / SPEC).write_text(head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False))
-    (out / SAMPLING).write_text(json.dumps(exported_settings(winner), indent=2) + "\n")
+    spec_text = head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False)
+    atomic_write(out / SPEC, lambda tmp: tmp.write_text(spec_text))
+    settings = json.dumps(exported_settings(winner), indent=2) + "\n"
+    atomic_write(out / SAMPLING, lambda tmp: tmp.write_text(settings))
     return [out / WEIGHTS, out / SPEC, out / SAMPLING]
 
 

@@ -26,6 +26,7 @@ from hpo.service.names import path_component
 from hpo.service.storage import open_storage
 from hpo.service.study import load, progress, require_spec
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact
+from hpo.training.checkpoint import atomic_write
 
 SLURM_DIR = Path(".hpo/slurm")
 
@@ -118,10 +119,13 @@ def write_job(job: SlurmJob, url: str) -> None:
     os.fchmod(fd, 0o600)  # an older file may have had wider rights
     with os.fdopen(fd, "w") as f:
         f.write(f"{STORAGE_ENV}={shlex.quote(url)}\nPYTHONUNBUFFERED=1\n")
-    tmp = job.script_path.with_suffix(".tmp")
-    tmp.write_text(job_script(job))
-    tmp.chmod(0o755)
-    tmp.replace(job.script_path)
+    script = job_script(job)
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(script)
+        tmp.chmod(0o755)
+
+    atomic_write(job.script_path, write)
 
 
 def check_study(url: str, name: str) -> str:

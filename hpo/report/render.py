@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import datetime
 import logging
-import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -48,6 +47,7 @@ from hpo.service.placement import Placement
 from hpo.service.study import DATA_ATTR, FLOOR_ATTR, require_spec, stored_spec
 from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials
 from hpo.spec.sampling import SamplingConfig
+from hpo.training.checkpoint import atomic_write
 from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
 
@@ -467,8 +467,5 @@ def report_path(study_name: str, folder: Path = Path("reports")) -> Path:
 
 
 def write_report(study: optuna.Study, storage: BaseStorage, path: Path, *, artifact_dir: Path | None) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the launcher and a worker may both write it
-    tmp.write_text(render(study, storage, artifact_dir), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    html = render(study, storage, artifact_dir)  # the launcher and a worker may both write it
+    return atomic_write(path, lambda tmp: tmp.write_text(html, encoding="utf-8"))

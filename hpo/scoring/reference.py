@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +19,7 @@ from filelock import FileLock
 
 from hpo.scoring.distance import Reference
 from hpo.scoring.features import FeatureExtractor, extract
+from hpo.training.checkpoint import atomic_write
 from hpo.training.data import ImageData
 
 log = logging.getLogger("hpo.scoring")
@@ -63,9 +63,8 @@ def reference_stats(
     with FileLock(str(path) + ".lock"):
         if not path.exists():
             feats = extract(extractor, reference_images(data, split).cpu(), batch_size=batch_size)
-            tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-            np.savez(tmp, mu=feats.mean(axis=0), sigma=np.cov(feats, rowvar=False), features=feats.astype(np.float32))
-            os.replace(tmp, path)
+            mu, sigma = feats.mean(axis=0), np.cov(feats, rowvar=False)
+            atomic_write(path, lambda tmp: np.savez(tmp, mu=mu, sigma=sigma, features=feats.astype(np.float32)))
             log.info("computed %s reference statistics of %d %s images → %s", extractor.name, len(feats), split, path)
     with np.load(path) as blob:
         stats = ReferenceStats(blob["mu"], blob["sigma"], blob["features"], int(blob["features"].shape[0]), path)

@@ -95,6 +95,10 @@ class Worker:
         self.reaper = Reaper(self)
 
     def handle_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        """A second SIGTERM adds nothing (under Slurm a child of ``--per-gpu`` gets one from Slurm and
+        one from its parent): raising again could land in the first one's handling."""
+        if self.stopping:
+            return
         self.stopping = True
         self.interrupt_trial(signum, frame)
 

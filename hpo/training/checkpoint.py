@@ -6,18 +6,29 @@ Saved atomically (temporary file + rename) and loaded with ``weights_only=True``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 
-def atomic_save(obj: object, path: Path) -> None:
-    """torch.save to a temporary file beside ``path``, then rename: readers never see half a file."""
+def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write`` a temporary file beside ``path`` (with its suffix), then rename it over ``path``:
+    readers never see half a file, and two writers (each its own pid) never mix theirs."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def atomic_save(obj: object, path: Path) -> None:
+    """torch.save, atomically."""
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
