@@ -75,9 +75,11 @@ def test_dry_run_writes_the_script_and_names_how_to_submit_it(tmp_path: Path, pg
         hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=pg_url, cwd=tmp_path).returncode
         == 0
     )
-    result = hpo("slurm", "dry", "--array", "2", "--dry-run", url=pg_url, cwd=tmp_path)
+    result = hpo("slurm", "dry", "--array", "5", "--dry-run", "--gpus-per-task", "0", url=pg_url, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "#SBATCH --array=0-1" in result.stdout and "sbatch .hpo/slurm/dry/job.sbatch" in result.stdout
+    assert "#SBATCH --array=0-4" in result.stdout and "sbatch .hpo/slurm/dry/job.sbatch" in result.stdout
+    assert "note: 5 worker processes for 3 trial(s) left to start" in result.stderr
+    assert "--array 3 would not" in result.stderr
     assert PASSWORD not in result.stdout + result.stderr
     assert (tmp_path / ".hpo/slurm/dry/storage.env").exists()
 
@@ -159,13 +161,17 @@ def test_a_job_array_finishes_the_study_through_a_requeue_and_a_cancel(
     preempted = training_on(study, 1, checkpoints)
     assert preempted is not None
     cluster.run("scontrol", "requeue", f"{job}_1")  # what preemption with PreemptMode=REQUEUE does
+    signalled = time.monotonic()
     wait_for("the preempted trial to be stopped", lambda: stopped(study, preempted.number), logs, timeout=60)
+    to_stop = [time.monotonic() - signalled]
     wait_for("task 1 to run again", lambda: restarted(cluster, f"{job}_1"), logs, timeout=90)
     wait_for("task 1 to train again", lambda: training_on(study, 1, checkpoints) is not None, logs)
     cancelled = training_on(study, 1, checkpoints)
     assert cancelled is not None
     cluster.run("scancel", f"{job}_1")
+    signalled = time.monotonic()
     wait_for("the cancelled trial to be stopped", lambda: stopped(study, cancelled.number), logs, timeout=60)
+    to_stop.append(time.monotonic() - signalled)
     wait_for("the job array to end", lambda: not cluster.tasks(job), logs, timeout=600)
     elapsed = time.monotonic() - started
 
@@ -181,4 +187,8 @@ def test_a_job_array_finishes_the_study_through_a_requeue_and_a_cancel(
     assert sum(text.count("resumed from") for text in texts.values()) >= 2
     assert not any(PASSWORD in text for text in texts.values())
     assert PASSWORD not in cluster.run("scontrol", "show", "job", job, check=False)
+    lines = [line for text in texts.values() for line in text.splitlines() if "resumed from" in line]
+    resumed = ", ".join(line.split("resumed from ")[1].split("/")[-1] for line in lines)  # trial-N.pt at step S
+    stops = ", ".join(f"{t:.1f} s" for t in to_stop)
     print(f"\nslurm: {n_trials} trials through 2 tasks, one requeued and one cancelled mid-trial: {elapsed:.0f} s")
+    print(f"slurm: from the signal to the trial stopped: {stops}; resumed from {resumed}")

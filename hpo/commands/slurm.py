@@ -128,8 +128,8 @@ def write_job(job: SlurmJob, url: str) -> None:
     atomic_write(job.script_path, write)
 
 
-def check_study(url: str, name: str) -> str:
-    """Refuse what a job array cannot serve; return a line on the work left."""
+def check_study(url: str, name: str) -> tuple[int, int]:
+    """Refuse what a job array cannot serve; return the trials left to run and those running."""
     if is_sqlite(url):
         raise HpoError(
             "hpo slurm needs a database every node reaches: --storage postgresql://USER:PASSWORD@HOST:5432/DB "
@@ -140,7 +140,7 @@ def check_study(url: str, name: str) -> str:
     p = progress(study, n_trials)
     if p.done:
         raise HpoError(f"study {name!r} is finished ({p.finished} of {n_trials} trials): no work for a job array")
-    return f"{n_trials - p.finished} of {n_trials} trials left, {p.running} running"
+    return max(n_trials - p.slots, 0) + p.waiting, p.running
 
 
 def submit(script: Path) -> str:
@@ -155,15 +155,23 @@ def submit(script: Path) -> str:
 
 
 def run_slurm_command(job: SlurmJob, url: str, *, dry_run: bool) -> None:
-    left = check_study(url, job.study)
+    left, running = check_study(url, job.study)
     write_job(job, url)
+    if job.tasks * job.slots > max(left, 1):
+        typer.echo(
+            f"note: {job.tasks * job.slots} worker processes for {left} trial(s) left to start: the rest wait, "
+            f"holding their GPUs, until the study ends (taking over retries); --array {max(left // job.slots, 1)} "
+            "would not",
+            err=True,
+        )
     each = f"{job.gpus_per_task} GPU(s), {job.cpus_per_task} CPUs" if job.gpus_per_task else f"{job.cpus_per_task} CPUs"
     if dry_run:
         typer.echo(job_script(job), nl=False)
         typer.echo(f"wrote {job.script_path} and {job.env_path} (mode 600); `sbatch {job.script_path}` submits it")
         return
     job_id = submit(job.script_path)
-    typer.echo(f"submitted job {job_id}: {job.tasks} task(s) of `hpo worker --study {job.study}` ({each} each); {left}")
+    head = f"submitted job {job_id}: {job.tasks} task(s) of `hpo worker --study {job.study}` ({each} each)"
+    typer.echo(f"{head}; {left} trial(s) to start, {running} running")
     typer.echo(f"  script  {job.script_path}  (storage URL in {job.env_path}, mode 600)")
     typer.echo(f"  logs    {job.log_dir}/{job_id}_<task>.log")
     typer.echo(f"  watch   squeue -j {job_id}   ·   hpo status {job.study} --watch")
