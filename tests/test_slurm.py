@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +88,23 @@ def test_dry_run_writes_the_script_and_names_how_to_submit_it(tmp_path: Path, pg
 def queue(spec: Path, url: str, folder: Path) -> int:
     """Create the study with no local worker: the job array's tasks run its trials."""
     return hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=url, cwd=folder).returncode
+
+
+def test_a_finished_study_and_a_machine_without_sbatch_are_one_line_errors(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = write_spec(tmp_path, study={"name": "ended", "n_trials": 2})
+    assert queue(spec, pg_url, tmp_path) == 0
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no sbatch on it
+    result = hpo("slurm", "ended", "--array", "1", url=pg_url, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith("error: sbatch not found: run hpo slurm on a Slurm")
+    assert "Traceback" not in result.stderr
+    study = optuna.load_study(study_name="ended", storage=open_storage(resolve_url(pg_url)))
+    for value in (1.0, 2.0):
+        study.add_trial(optuna.trial.create_trial(value=value))
+    result = hpo("slurm", "ended", "--array", "1", url=pg_url, cwd=tmp_path)
+    assert result.returncode == 2 and "study 'ended' is finished (2 of 2 trials)" in result.stderr
+    assert len(study.get_trials()) == 2  # nothing stored was touched
 
 
 @pytest.fixture(scope="module")
