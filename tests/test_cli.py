@@ -112,6 +112,8 @@ def test_launch_on_the_default_embedded_database_runs_its_local_worker_to_the_en
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2/2 finished" in done.stdout and (tmp_path / "hpo.db").exists()
     assert (tmp_path / "reports" / "local.html").exists()
+    table = done.stdout[done.stdout.rindex("\n# ") + 1 : done.stdout.index("report: ")]
+    assert max(map(len, table.splitlines())) <= 100, table  # its final table fits the terminal (100 in a pipe)
 
 
 def test_a_launch_whose_workers_all_failed_exits_nonzero_and_says_why(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def test_the_status_table_fits_100_columns_off_a_terminal_and_wide_shows_every_c
 
     fitted, wide = table_lines(status()), table_lines(status("--wide"))
     assert max(len(line) for line in fitted) <= 100, "\n".join(fitted)
-    assert fitted[0].split()[:3] == ["#", "state", "classifier-FID"] and "more column(s) with --wide" in fitted[6]
+    assert fitted[0].split()[:3] == ["#", "state", "classifier-FID"] and "more column(s) with `hpo status" in fitted[6]
     headers = [c.header for c in trial_columns("classifier-FID", sorted(DISTS))]
     assert all(h in wide[0] for h in headers) and max(len(line) for line in wide) > 100
     assert "ran on" not in fitted[0] and "hardware" not in fitted[0]  # the least important go first

@@ -5,114 +5,27 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import typer
-from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from hpo.cli import app
+from tests.doc_commands import (
+    COMMANDS,
+    DOCS,
+    GPU_SPEC_DOCTOR,
+    README,
+    ROOT,
+    RUN_ELSEWHERE,
+    DocCommand,
+    cli,
+    hpo_args,
+    parse,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 210
-FENCE = re.compile(r"^```(\w*)\s*$")
-SHELL_PUNCTUATION = set("();<>|&")  # a token of only these ends a command (&&, |, >, ...)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TABLE_COMMAND = re.compile(r"^\| `hpo ([a-z-]+)")
-
-
-@dataclass(frozen=True)
-class DocCommand:
-    path: Path
-    line: int
-    args: tuple[str, ...]  # what follows `hpo`
-
-    @property
-    def id(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
-
-
-def fenced_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of every line inside a fenced code block, backslash continuations joined."""
-    lines: list[tuple[int, str]] = []
-    inside, pending, start = False, "", 0
-    for number, text in enumerate(path.read_text().splitlines(), 1):
-        if FENCE.match(text.strip()):
-            inside = not inside
-            continue
-        if not inside:
-            continue
-        if not pending:
-            start = number
-        if text.rstrip().endswith("\\"):
-            pending += text.rstrip()[:-1] + " "
-            continue
-        lines.append((start, pending + text))
-        pending = ""
-    return lines
-
-
-def hpo_args(line: str) -> list[tuple[str, ...]]:
-    """The arguments of each `hpo` invocation on one shell line: `hpo ...`, `.venv/bin/hpo ...`,
-    `VAR=value hpo ...` or `docker compose run --rm hpo ...`; comments and redirections dropped."""
-    try:
-        lexer = shlex.shlex(line.strip().removeprefix("$ "), posix=True, punctuation_chars=True)
-        lexer.whitespace_split, lexer.commenters = True, "#"
-        tokens = list(lexer)
-    except ValueError:  # not shell (e.g. a YAML line with an apostrophe)
-        return []
-    found, segment = [], []
-    for token in [*tokens, ";"]:
-        if not set(token) <= SHELL_PUNCTUATION:
-            segment.append(token)
-            continue
-        words = [t for t in segment if not re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", t)]
-        if words[:3] == ["docker", "compose", "run"]:
-            words = words[words.index("hpo") :] if "hpo" in words else []
-        if words and (words[0] == "hpo" or words[0].endswith("/bin/hpo")):
-            found.append(tuple(words[1:]))
-        segment = []
-    return found
-
-
-def doc_commands() -> list[DocCommand]:
-    return [
-        DocCommand(path, number, args)
-        for path in DOCS
-        for number, line in fenced_lines(path)
-        for args in hpo_args(line)
-    ]
-
-
-def cli() -> TyperGroup:
-    group = typer.main.get_command(app)
-    assert isinstance(group, TyperGroup)
-    return group
-
-
-def parse(args: tuple[str, ...]) -> None:
-    """Parse ``hpo ARGS`` as the CLI would, running nothing; a bad flag, value or command raises
-    typer's usage error (a TyperException)."""
-    group = cli()
-    split = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
-    options, rest = list(args[:split]), list(args[split:])
-    try:
-        with group.make_context("hpo", [*options, *rest[:1]], resilient_parsing=False) as ctx:
-            if not rest:
-                return
-            command = group.get_command(ctx, rest[0])
-            if command is None:
-                raise TyperException(f"no such command {rest[0]!r}")
-            command.make_context(rest[0], rest[1:], parent=ctx, resilient_parsing=False)
-    except typer.Exit as done:  # --help, --version: parsed, and they stop there
-        assert done.exit_code == 0
-
-
-COMMANDS = doc_commands()
 
 
 def test_the_docs_show_hpo_commands_in_readme_and_in_docs() -> None:
@@ -185,3 +98,11 @@ def test_readme_command_table_names_every_command_once() -> None:
         commands = group.list_commands(ctx)
     listed = [m.group(1) for line in README.read_text().splitlines() if (m := TABLE_COMMAND.match(line))]
     assert sorted(listed) == sorted(commands), (sorted(listed), sorted(commands))
+
+
+def test_the_commands_the_docs_run_elsewhere_name_tests_that_exist() -> None:
+    shown = {command.args[0] for command in COMMANDS}
+    assert set(RUN_ELSEWHERE) <= shown, set(RUN_ELSEWHERE) - shown
+    for test in [*RUN_ELSEWHERE.values(), GPU_SPEC_DOCTOR]:
+        file, _, name = test.partition("::")
+        assert f"def {name}(" in (ROOT / file).read_text(), test

@@ -4,6 +4,7 @@ planned from the folder's facts and the machine's memory; awkward folders get a 
 from __future__ import annotations
 
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,9 @@ def test_a_folder_of_photos_becomes_a_spec_the_doctor_passes_a_study_an_export_a
     assert code == 0, err
     assert "2 classes (circles: 60, squares: 60)" in out
     assert "next: hpo doctor search_spaces/mine.yaml   then   hpo launch search_spaces/mine.yaml" in out
+    timed = re.search(r"study time: ~([\d.]+) h of training for (\d+) trials .* ([\d.]+) min per trial.*timed at", out)
+    assert timed and float(timed[3]) > 0, out  # planned here: two steps timed on this machine
+    assert float(timed[1]) == pytest.approx(float(timed[3]) * int(timed[2]) / 60, abs=0.06)
     spec = Path("search_spaces/mine.yaml")
     assert all("#" in line for line in spec.read_text().splitlines() if line.strip())  # every line says why
     code, out, err = run_cli(["doctor", str(spec), "--fast", "--threads", "1"])

@@ -20,7 +20,7 @@ import yaml
 from typer.exceptions import TyperException
 
 from hpo.spec.loading import load_spec
-from tests.test_docs import SHELL_PUNCTUATION, parse
+from tests.doc_commands import SHELL_PUNCTUATION, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "deploy" / "kubernetes"

@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -16,9 +17,11 @@ import pytest
 from PIL import Image
 
 from tests.browser import browse
+from tests.doc_commands import COMMANDS, RUN_ELSEWHERE, on_study
+from tests.images import write_images
 from tests.pg import free_port
 from tests.report_study import build_study
-from tests.service_helpers import dashboard_study_names, hpo, hpo_env, study_report
+from tests.service_helpers import dashboard_study_names, hpo, hpo_env, study_report, write_spec
 
 pytestmark = pytest.mark.slow
 HOSTILE = "<script>alert(1)</script>"
@@ -166,3 +169,43 @@ def test_every_command_the_report_suggests_succeeds_on_its_study(
         assert not any(a.isupper() for a in argv), f"{command}: a placeholder, not a command"
         done = hpo(*argv, *CHEAPER.get(argv[0], []), cwd=work, timeout=600)
         assert done.returncode == 0, f"{command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+
+
+def test_every_command_in_the_docs_runs_on_a_study(report: tuple[optuna.Study, Path, str], tmp_path: Path) -> None:
+    """Each fenced block of README and docs/ runs in order, from a fresh copy of a real study's folder:
+    the study names it uses mean that study, a spec it reads and did not write is a small one, an
+    image folder it surveys is generated; the same cheaper flags as the report's commands. What runs
+    forever or needs Slurm or a GPU-sized network is run by the tests RUN_ELSEWHERE and GPU_SPEC_DOCTOR name."""
+    study, path, _ = report
+    blocks: dict[tuple[Path, int], list[tuple[str, ...]]] = {}
+    for command in COMMANDS:
+        if command.args[0] not in RUN_ELSEWHERE:
+            blocks.setdefault((command.path, command.block), []).append(command.args)
+    assert len(blocks) >= 8, sorted(blocks)
+    ran: set[str] = set()  # a command that reads nothing its block wrote runs once, in the first block with it
+    for (doc, line), commands in blocks.items():
+        work = tmp_path / f"{doc.stem}-{line}"
+        shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns("*.html"))
+        (work / ".hpo").mkdir()
+        (work / "artifacts").rename(work / ".hpo" / "artifacts")  # where the docs' commands look by default
+        (work / "search_spaces").mkdir()
+        spec = write_spec(work, "docs-spec.yaml", study={"name": "from-the-docs", "n_trials": 2})
+        planned_for_a_gpu = any(args[0] == "init" and "--gpu-memory" in args for args in commands)
+        wrote = False
+        for args in commands:
+            if planned_for_a_gpu and args[0] == "doctor":
+                continue  # GPU_SPEC_DOCTOR runs it
+            argv = on_study(args, study=study.study_name, best=study.best_trial.number, spec=spec, work=work)
+            key = shlex.join(argv).replace(str(work), "WORK")
+            if key in ran and not wrote:
+                continue
+            ran.add(key)
+            wrote |= any(a in ("-o", "--output") for a in argv)
+            if argv[0] == "init" and not (work / argv[1]).exists():
+                for label in ("a", "b"):
+                    write_images(work / argv[1] / label, 40, size=64, start=0 if label == "a" else 40)
+            started = time.perf_counter()
+            done = hpo(*argv, *CHEAPER.get(argv[0], []), cwd=work, timeout=600)
+            print(f"{time.perf_counter() - started:5.1f} s  {doc.name}:{line}: hpo {shlex.join(argv)}")
+            where = f"{doc.name}:{line}: hpo {shlex.join(args)}\n  ran as hpo {shlex.join(argv)}"
+            assert done.returncode == 0, f"{where}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"

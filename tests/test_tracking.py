@@ -64,6 +64,7 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Pat
 
     objective = functools.partial(run_objective, hooks=PointHooks(after=stop_at_second_eval))
     with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)  # module-scoped: runs before the per-test chdir, and MLflow writes ./mlruns
         mp.setenv("WANDB_SILENT", "true")
         opts = WorkerOptions(
             url=url, study="tracked", exit_when_idle=True, artifact_dir=folder / "art", poll_seconds=0.1

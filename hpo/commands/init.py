@@ -8,14 +8,17 @@ from pathlib import Path
 
 import torch
 
+from hpo.doctor.model_checks import stand_in_data, study_time, trial_seconds
 from hpo.doctor.plan_yaml import plan_yaml
 from hpo.doctor.planning import Machine, Plan, choose_image_size, epochs, plan_spec
+from hpo.doctor.run import base_config, batch_size_configs
 from hpo.doctor.survey import survey_folder
 from hpo.errors import HpoError
 from hpo.scoring.weights import verify_weights, weights_path
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name
-from hpo.training.runtime import default_memory_limit
+from hpo.spec.spec import Spec
+from hpo.training.runtime import default_memory_limit, resolve_device
 
 
 def this_machine(gpu_memory_gb: float | None) -> Machine:
@@ -47,9 +50,23 @@ def default_name(images: Path, size: int) -> str:
     return f"{stem[:90]}-{size}"
 
 
-def summary(plan: Plan, out: Path, *, planned_here: bool) -> list[str]:
+def predicted_time(spec: Spec, plan: Plan) -> str:
+    """The study's training time on this machine: two steps of the planned network timed at the
+    smallest batch size (the quickest to time; larger ones are no slower per image) on random images
+    of the folder's shape (the folder itself is not read)."""
+    cfg = base_config(spec)
+    device = resolve_device(cfg.device)
+    smallest = batch_size_configs(spec, cfg.replace(device=str(device)))[0]
+    data = stand_in_data(smallest.batch_size, plan.image_size, max(plan.survey.num_classes, 1))
+    seconds = trial_seconds(smallest, data, device)
+    return (
+        f"study time: {study_time(seconds, plan.n_trials, 1)}; timed at batch {smallest.batch_size} on "
+        f"{device.type}. `hpo doctor` times every batch size on the images themselves"
+    )
+
+
+def summary(plan: Plan, out: Path, *, timed: str | None) -> list[str]:
     net, b, sc, se = plan.network, plan.budget, plan.scoring, plan.search
-    where = "this machine" if planned_here else "that machine"
     return [
         f"found {plan.survey.words()}",
         f"image size {plan.image_size} px ({plan.size_share:.0%} of the images are at least that large); "
@@ -63,7 +80,7 @@ def summary(plan: Plan, out: Path, *, planned_here: bool) -> list[str]:
         f"~{net.need(se.batch_sizes[-1]) / 2**30:.1f} GiB at {se.batch_sizes[-1]} by the doctor's count",
         f"score: {sc.features} FID on {sc.num_samples} samples ({sc.dims} feature dimensions)"
         + ("" if sc.features == "classifier" or sc.weights_present else "; run `hpo fetch-weights` first"),
-        f"study time: `hpo doctor {out}` (without --fast) times a few steps on {where} and predicts it",
+        timed or f"study time: `hpo doctor {out}` (without --fast) on that machine times a few steps and predicts it",
         f"wrote {out}",
         f"next: hpo doctor {out}   then   hpo launch {out}",
     ]
@@ -91,5 +108,5 @@ def run_init(
     plan = plan_spec(survey, machine, name=study, image_size=image_size, weights_present=weights_here())
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(plan_yaml(plan, str(images)))
-    load_spec(out)  # what was written loads and validates
-    return summary(plan, out, planned_here=gpu_memory_gb is None)
+    spec = load_spec(out)  # what was written loads and validates
+    return summary(plan, out, timed=predicted_time(spec, plan) if gpu_memory_gb is None else None)

@@ -13,7 +13,7 @@ from typing import IO
 import optuna
 from optuna.storages import RDBStorage
 
-from hpo.commands.status import best_text, progress_line, trials_table
+from hpo.commands.status import best_text, progress_line, terminal_width, trials_table
 from hpo.commands.worker import local_gpus, parse_gpus, worker_argv, worker_env
 from hpo.errors import HpoError, writable_folder
 from hpo.report.render import report_path, write_report
@@ -235,5 +235,5 @@ def run_launch(
     for w in procs:
         w.proc.wait()
     check_workers_finished(study, spec.study.n_trials, procs)
-    print(trials_table(study, spec.score.metric_name))
+    print(trials_table(study, spec.score.metric_name, terminal_width()))
     print(f"report: {write_report(study, database, report_path(name), artifact_dir=artifacts)}")

@@ -199,7 +199,9 @@ def trials_table(study: optuna.Study, metric: str, width: int | None = None) -> 
     text = table([[c.cell(r) for c in kept] for r in rows], [c.header for c in kept])
     if not left_out:
         return text
-    note = f"{len(left_out)} more column(s) with --wide: " + ", ".join(c.header for c in left_out)
+    note = f"{len(left_out)} more column(s) with `hpo status {study.study_name} --wide`: " + ", ".join(
+        c.header for c in left_out
+    )
     return text + "\n" + "\n".join(textwrap.wrap(note, width or len(note)))
 
 

@@ -216,12 +216,12 @@ def memory_and_speed(
 ) -> list[Check]:
     """Each batch size's memory against the budget (split between ``per_gpu`` processes sharing a
     GPU, each less its CUDA context) and the study's predicted training time."""
-    out, trial_seconds = [], []
+    out, seconds = [], []
     if per_gpu > 1:
         limit_bytes = limit_bytes // per_gpu - CUDA_CONTEXT_BYTES
     for cfg in cfgs:
         need, step = activation_bytes(cfg, data, device)
-        trial_seconds.append(step * cfg.total_steps)
+        seconds.append(step * cfg.total_steps)
         text = (
             f"batch_size={cfg.batch_size} at {data.image_size} px: ~{need / 2**30:.2f} GiB, {step * 1000:.0f} ms/step, "
             f"{step * cfg.total_steps / 60:.1f} min of training per trial"
@@ -238,16 +238,31 @@ def memory_and_speed(
             )
         else:
             out.append(Check("memory", "pass", text + (f"; fits{shared(per_gpu)}" if per_gpu > 1 else "")))
-    mean = sum(trial_seconds) / len(trial_seconds)
-    out.append(
-        Check(
-            "speed: predicted study time",
-            "pass",
-            f"~{mean * n_trials / workers / 3600:.1f} h of training for {n_trials} trials on {workers} worker(s) "
-            "before pruning (scoring not included)",
-        )
-    )
+    mean = sum(seconds) / len(seconds)
+    out.append(Check("speed: predicted study time", "pass", study_time(mean, n_trials, workers)))
     return out
+
+
+def study_time(trial_seconds: float, n_trials: int, workers: int) -> str:
+    """The study's training time from one trial's: what the doctor and ``hpo init`` predict."""
+    return (
+        f"~{trial_seconds * n_trials / workers / 3600:.1f} h of training for {n_trials} trials on {workers} "
+        f"worker(s) before pruning, {trial_seconds / 60:.1f} min per trial (scoring not included)"
+    )
+
+
+def stand_in_data(n: int, image_size: int, num_classes: int, channels: int = 3) -> ImageData:
+    """Random images of a folder's shape: enough to time a training step without reading the folder."""
+    gen = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (n, channels, image_size, image_size), dtype=torch.uint8, generator=gen)
+    labels = torch.arange(n) % num_classes
+    names = tuple(f"class{i}" for i in range(num_classes))
+    return ImageData(images, labels, images[:8], labels[:8], names, key=f"stand-in-{n}-{image_size}-{num_classes}")
+
+
+def trial_seconds(cfg: TrainConfig, data: ImageData, device: torch.device) -> float:
+    """One trial's training time at ``cfg``'s batch size and budget, from two timed steps."""
+    return activation_bytes(cfg, data, device)[1] * cfg.total_steps
 
 
 def shared(per_gpu: int) -> str:
