@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-from hpo.diffusion.losses import model_time, to_x0_eps
+from hpo.diffusion.parameterization import model_time, to_x0_eps
 from hpo.spec.config import DataConfig
 from hpo.training.data import load_data, to_model_range
 from hpo.training.trainer import train

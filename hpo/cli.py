@@ -16,6 +16,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from hpo import __version__
 from hpo.errors import HpoError
+from hpo.service.names import DEFAULT_ARTIFACTS
 
 # Renamed long options, old name → new: old scripts keep working, help shows only the new name.
 RENAMED_FLAGS = {"out": "output", "new-name": "name"}
@@ -213,7 +214,7 @@ def launch_cmd(
     name: Annotated[
         str | None, typer.Option("--name", help="the study to create (default: the spec's study.name)")
     ] = None,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     skip_doctor: Annotated[
         bool, typer.Option("--skip-doctor", help="start without the `hpo doctor --fast` checks")
     ] = False,
@@ -253,7 +254,7 @@ def worker_cmd(
     ] = "all",
     max_trials: Annotated[int | None, typer.Option(help="exit after this many trials", min=1)] = None,
     exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="exit when no study has work left")] = False,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     cache_dir: Annotated[Path | None, typer.Option(help="data and reference-statistics cache")] = None,
     worker_index: Annotated[int, typer.Option(help=WORKER_INDEX_HELP, min=0)] = 0,
     poll: Annotated[float, typer.Option(help="seconds between looks for work", min=0.01)] = 5.0,
@@ -295,7 +296,7 @@ def slurm_cmd(
     sbatch_arg: Annotated[
         list[str] | None, typer.Option("--sbatch-arg", help="one more #SBATCH option: --account=lab, --qos=high")
     ] = None,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     reports: Annotated[Path, typer.Option(help="where the task that finishes the study writes its report")] = Path(
         "reports"
     ),
@@ -418,7 +419,7 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--output", "-o", help="an HTML file (default reports/STUDY.html)")
     ] = None,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     open_: Annotated[bool, typer.Option("--open", help="then open it in a browser, where there is one")] = False,
 ) -> None:
     """Write the study's self-contained HTML report (works on running studies too)."""
@@ -465,7 +466,7 @@ def confirm_cmd(
     ] = None,
     workers: LocalWorkersOpt = None,
     detach: Annotated[bool, typer.Option("--detach", help="queue the trials and return at once")] = False,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     threads: WorkerThreadsOpt = None,
     gpus: LocalGpusOpt = "all",
     json_: Annotated[
@@ -491,7 +492,7 @@ def export_cmd(
     source: Annotated[str, typer.Argument(help="STUDY:TRIAL, or STUDY: its best complete trial", show_default=False)],
     out: Annotated[Path, typer.Option("--output", "-o", help="a folder, new or empty", show_default=False)],
     storage: StorageOpt = None,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
 ) -> None:
     """Take a trial away: its EMA weights, a spec `hpo train` retrains it from, its best sampling settings."""
     from hpo.commands.export import run_export
@@ -513,7 +514,7 @@ def sample_cmd(
     guidance: Annotated[float | None, typer.Option(help="guidance scale (default: the trial's best)")] = None,
     steps: Annotated[int | None, typer.Option(help="DDIM steps (default: the trial's best)", min=1)] = None,
     storage: StorageOpt = None,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     threads: ThreadsOpt = None,
 ) -> None:
     """Draw samples from a trained trial at its best sampling settings and save them as a grid."""
@@ -533,7 +534,7 @@ def dashboard_cmd(
     storage: StorageOpt = None,
     host: Annotated[str, typer.Option(help="bind address; 0.0.0.0 inside a container")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8080,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
 ) -> None:
     """Serve optuna-dashboard on the study storage, with sample grids and checkpoints per trial."""
     from hpo.commands.dashboard import run_dashboard
@@ -547,7 +548,7 @@ def tensorboard_cmd(
     study: Annotated[str | None, typer.Argument(help="one study (default: every study)")] = None,
     host: Annotated[str, typer.Option(help="bind address; 0.0.0.0 inside a container")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 6006,
-    artifacts: ArtifactsOpt = Path(".hpo/artifacts"),
+    artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     wait: Annotated[
         bool, typer.Option("--wait", help="serve before any trial has written logs (they appear as trials train)")
     ] = False,

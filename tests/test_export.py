@@ -181,7 +181,7 @@ def test_sample_overrides_the_trials_guidance_and_steps(built: Built, tmp_path: 
         ),
         (["sample", f"{NAME}:2"], f"error: trial 2 of study '{NAME}' is pruned (pruned_by_median)"),
         (["sample", f"{NAME}:0", "--steps", "51"], "error: --steps: up to 51 DDIM steps but timesteps"),
-        (["sample", f"{NAME}:0", "--guidance", "101"], "error: guidance_scale: must be in [0, 100], got 101.0"),
+        (["sample", f"{NAME}:0", "--guidance", "101"], "error: --guidance: must be in [0, 100], got 101"),
     ],
 )
 def test_a_trial_that_cannot_be_taken_away_is_refused_in_one_line(

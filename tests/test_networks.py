@@ -48,7 +48,7 @@ def test_hpo_train_trains_resumes_samples_and_scores_a_user_network(tmp_path: Pa
     code, _stdout, err = run_cli(["train", str(spec), "-o", str(out), "--set", "kimg=0.8"])
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["parameters"] == sum(
+    assert summary["num_parameters"] == sum(
         p.numel() for p in build(channels=1, image_size=8, num_classes=10, width=8).parameters()
     )
     assert summary["classifier-FID"] > 0 and len(summary["sweep"]) == 2

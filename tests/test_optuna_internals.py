@@ -14,7 +14,11 @@ from hpo.service.optuna_internals import PRIVATE_STORAGE_METHODS, check, trial_i
 
 
 def test_every_private_storage_method_exists_in_this_optuna() -> None:
-    assert check() == [], f"Optuna {optuna.__version__} lacks {check()}; re-check {optuna_internals.__file__}"
+    missing = check()
+    assert missing == [], (
+        f"Optuna {optuna.__version__} lacks {missing} (read in {optuna_internals.CHECKED_AGAINST}); "
+        f"re-check {optuna_internals.__file__}"
+    )
 
 
 def test_the_private_storage_methods_read_what_the_public_ones_do(tmp_path: Path) -> None:

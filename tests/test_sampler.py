@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpo.diffusion.losses import target, to_x0_eps
+from hpo.diffusion.parameterization import target, to_x0_eps
 from hpo.diffusion.sampler import (
     guided_output,
     make_denoiser,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpo.diffusion.losses import target
+from hpo.diffusion.parameterization import target
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.diagnose import overfit_single_batch
 from hpo.training import trainer as train_module

@@ -11,7 +11,7 @@ import torch
 
 from hpo.commands.export import Winner, read_export, trial_winner
 from hpo.errors import HpoError
-from hpo.spec.rules import check_ddim_steps
+from hpo.spec.rules import check_ddim_steps, check_guidance
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint
 from hpo.training.generate import sample_images, save_grid
@@ -42,6 +42,7 @@ def chosen_sampling(winner: Winner, *, guidance: float | None, steps: int | None
     """The trial's best combination with ``--guidance`` / ``--steps`` in place of its own."""
     sampling = winner.sampling
     if guidance is not None:
+        check_guidance(guidance, key="--guidance")
         if guidance != 1.0 and not winner.info.conditional:
             raise HpoError(
                 f"--guidance {guidance:g}: this network is unconditional, so there is nothing to guide; leave it out"

@@ -22,7 +22,7 @@ from pathlib import Path
 import typer
 
 from hpo.errors import HpoError
-from hpo.service.names import path_component
+from hpo.service.names import DEFAULT_ARTIFACTS, path_component
 from hpo.service.storage import open_storage
 from hpo.service.study import load, progress, require_spec
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact
@@ -41,7 +41,7 @@ class SlurmJob:
     partition: str | None = None
     time: str | None = None  # Slurm's --time, e.g. 04:00:00
     sbatch_args: tuple[str, ...] = ()  # more #SBATCH lines: --account=lab, --qos=high
-    artifact_dir: Path = Path(".hpo/artifacts")
+    artifact_dir: Path = DEFAULT_ARTIFACTS
     report_dir: Path = Path("reports")
     cache_dir: Path | None = None
     folder: Path = SLURM_DIR  # script, environment file and logs (on a filesystem the nodes share)

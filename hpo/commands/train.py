@@ -195,22 +195,14 @@ def _train_and_score(
     )
     runs.close()
     return {
-        "val_loss": result.history[-1].metrics["val_loss"],
-        "val_rel": result.history[-1].metrics["val_rel"],
+        **scored.record(combos),
         metric: best.fid,
-        "sampling": best.sampling.as_dict(),
         "sweep": [s.to_dict() for s in sweep.scores],
         "curve": curve,
         "watched_sampling": watch.as_dict(),
         "score_noise_sd": noise,
         "floor": floor.as_dict(),
         "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
-        "seconds": round(result.seconds, 1),
-        "score_seconds": round(scored.score_seconds, 1),
-        "hardware": result.hardware.as_dict() if result.hardware is not None else None,
-        "ema_snapshots": scored.ema_summary(combos),
-        "images_per_second": round(result.images_per_second, 1),
-        "parameters": result.num_parameters,
         "samples": str(grid),
         "tensorboard": str(out / "tensorboard"),
     }

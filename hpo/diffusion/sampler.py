@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpo.diffusion.losses import Network, model_time, to_x0_eps
+from hpo.diffusion.parameterization import Network, model_time, to_x0_eps
 from hpo.diffusion.schedule import NoiseSchedule
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]

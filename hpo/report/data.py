@@ -17,15 +17,14 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.scoring.noise import Noise
 from hpo.scoring.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
-from hpo.service.trials import current_attrs, fail_reason, noise_of
+from hpo.service.trials import best_first, current_attrs, fail_reason, noise_of
 from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import ScreenBy
 
 
 def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     """Complete trials, best first."""
-    done = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    return sorted(done, key=lambda t: float(t.value))  # type: ignore[arg-type]
+    return best_first(trials)
 
 
 @dataclass(frozen=True)

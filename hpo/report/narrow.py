@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from hpo.errors import HpoError
 from hpo.report.importance import Importances, common_eval_point, importances, score_target, validation_target
+from hpo.service.trials import best_first
 from hpo.spec.loading import set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec
@@ -42,7 +43,7 @@ def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Chang
     """The changes, read from the score's importances; with fewer than 3 complete trials (most pruned),
     from the validation metric at the latest evaluation point every finished trial reached, which the
     pruned trials measured too. Each change's evidence names which."""
-    done = sorted((t for t in trials if t.state == TrialState.COMPLETE and t.value is not None), key=lambda t: t.value)  # type: ignore[arg-type, return-value]
+    done = best_first(trials)
     imp, ranked, on_validation = importances(trials, score_target, label=metric), done, False
     if not imp.fanova:
         imp, ranked = validation_evidence(trials, imp)

@@ -41,8 +41,8 @@ from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.stopping import validation_trend
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import CONFIRMED_BY, verdict
-from hpo.service.context import DEFAULT_ARTIFACTS, artifact_file
-from hpo.service.names import path_component
+from hpo.service.context import artifact_file
+from hpo.service.names import DEFAULT_ARTIFACTS, path_component
 from hpo.service.placement import Placement
 from hpo.service.study import DATA_ATTR, FLOOR_ATTR, require_spec, stored_spec
 from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials

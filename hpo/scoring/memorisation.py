@@ -88,8 +88,3 @@ def copy_share(queries: np.ndarray | torch.Tensor, bank: np.ndarray | torch.Tens
     flags = (ratio < COPY_RATIO).numpy().astype(np.float64)
     low, high = bootstrap_interval(flags)
     return CopyShare(float(flags.mean()), low, high, int(flags.size), space, tuple(nearest.tolist()))
-
-
-def copying_beyond_floor(sample: CopyShare, floor: CopyShare) -> bool:
-    """Copies that real held-out images cannot explain: the sample's interval lies above the floor's."""
-    return sample.low > floor.high

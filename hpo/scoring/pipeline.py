@@ -18,6 +18,7 @@ from hpo.training.data import ImageData
 from hpo.training.model import DiffusionModel
 from hpo.training.posthoc_ema import PosthocEma
 from hpo.training.trainer import TrainResult
+from hpo.training.validation import PRUNING_METRIC
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,33 @@ class Scored:
     def model(self, sampling: SamplingConfig) -> DiffusionModel:
         """The weights ``sampling`` is drawn from (its EMA length rebuilt when it names one)."""
         return self.ema.model(sampling.ema_sigma_rel) if self.ema is not None else self.result.model
+
+    def record(self, combos: Sequence[SamplingConfig]) -> dict[str, Any]:
+        """What a trained and scored run stores, under one set of keys: a trial's attributes and
+        ``hpo train``'s result.json (each adds what only it knows)."""
+        result, best = self.result, self.best
+        last = result.history[-1].metrics
+        record: dict[str, Any] = {
+            "val_loss": last["val_loss"],
+            PRUNING_METRIC: last[PRUNING_METRIC],
+            "sampling": best.sampling.as_dict(),
+            "kid": best.kid,
+            "class_accuracy": best.class_accuracy,
+            "precision": best.precision,
+            "recall": best.recall,
+            "num_samples": best.num_samples,
+            "combinations": len(combos),
+            "train_seconds": round(result.seconds, 2),
+            "score_seconds": round(self.score_seconds, 2),
+            "images_per_second": round(result.images_per_second, 1),
+            "peak_memory_mb": round(result.peak_memory_bytes / 2**20, 1),
+            "num_parameters": result.num_parameters,
+        }
+        if result.hardware is not None:
+            record["hardware"] = result.hardware.as_dict()
+        if self.ema is not None:
+            record["ema_snapshots"] = self.ema_summary(combos)
+        return record
 
     def ema_summary(self, combos: Sequence[SamplingConfig]) -> dict[str, Any] | None:
         """What the post-hoc EMA kept and how faithfully each swept length was rebuilt (the profile's

@@ -20,7 +20,7 @@ from scipy.stats import spearmanr
 
 from hpo.errors import HpoError
 from hpo.service.study import create_or_resume, require_spec
-from hpo.service.trials import own_trials
+from hpo.service.trials import best_first, own_trials
 from hpo.spec.params import candidates
 from hpo.spec.spec import spec_from_dict
 
@@ -50,10 +50,7 @@ def parse_budgets(text: str) -> list[int]:
 def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
     """The ``top`` best complete trials with distinct parameters, then the best complete baseline
     (if it is not among them)."""
-    complete = sorted(
-        (t for t in own_trials(study, (TrialState.COMPLETE,)) if t.value is not None),
-        key=lambda t: float(t.value),  # type: ignore[arg-type]
-    )
+    complete = best_first(own_trials(study))
     chosen: list[FrozenTrial] = []
     for t in complete:
         if len(chosen) < top and all(t.params != c.params for c in chosen):

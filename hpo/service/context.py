@@ -78,9 +78,6 @@ class StudyContext:
         return self.artifact_dir / "trackers" / path_component(self.name)
 
 
-DEFAULT_ARTIFACTS = Path(".hpo/artifacts")  # the CLI's --artifacts default, relative to where it runs
-
-
 def artifact_file(artifact_dir: Path, artifact_id: str) -> Path:
     """Where the file store under ``artifact_dir`` keeps an artifact (``upload``'s id)."""
     return artifact_dir / artifact_id

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 from hpo.spec.rules import STUDY_NAME
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+DEFAULT_ARTIFACTS = Path(".hpo/artifacts")  # the artifact store when none is given, relative to where it runs
 
 
 def path_component(name: str) -> str:

@@ -270,27 +270,7 @@ def _reporter(
 def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list[SamplingConfig], runs: Runs) -> float:
     result, best = scored.result, scored.best
     model = scored.model(best.sampling)
-    attrs: dict[str, Any] = {
-        "val_loss": result.history[-1].metrics["val_loss"],
-        PRUNING_METRIC: result.history[-1].metrics[PRUNING_METRIC],
-        "sampling": best.sampling.as_dict(),
-        "kid": best.kid,
-        "metric_name": ctx.spec.score.metric_name,
-        "class_accuracy": best.class_accuracy,
-        "precision": best.precision,
-        "recall": best.recall,
-        "num_samples": best.num_samples,
-        "combinations": len(combos),
-        "train_seconds": round(result.seconds, 2),
-        "score_seconds": round(scored.score_seconds, 2),
-        "images_per_second": round(result.images_per_second, 1),
-        "peak_memory_mb": round(result.peak_memory_bytes / 2**20, 1),
-        "num_parameters": result.num_parameters,
-    }
-    if result.hardware is not None:
-        attrs["hardware"] = result.hardware.as_dict()
-    if scored.ema is not None:
-        attrs["ema_snapshots"] = scored.ema_summary(combos)
+    attrs = {**scored.record(combos), "metric_name": ctx.spec.score.metric_name}
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
     if not math.isfinite(best.fid):

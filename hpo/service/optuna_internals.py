@@ -7,7 +7,7 @@ from __future__ import annotations
 import optuna
 from optuna.storages import RDBStorage
 
-CHECKED_AGAINST = "5.0.0"
+CHECKED_AGAINST = "5.0.0"  # the Optuna whose source these names were read in: re-read them on another
 
 # RDBStorage methods that ResilientStorage overrides or wraps:
 # - _get_stale_trial_ids: which trials' heartbeats lapsed; overridden so that heartbeats lost to a

@@ -43,7 +43,7 @@ from hpo.service.db_errors import describe_error, is_connection_error, with_back
 from hpo.service.optuna_internals import PRIVATE_STORAGE_METHODS
 from hpo.service.trials import RetryStaleTrial
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
-from hpo.spec.rules import grace_seconds
+from hpo.spec.rules import HEARTBEAT_INTERVAL, grace_seconds
 
 log = logging.getLogger("hpo.storage")
 
@@ -56,7 +56,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Heartbeat:
-    interval: int = 30  # seconds between heartbeats of a running trial
+    interval: int = HEARTBEAT_INTERVAL  # seconds between heartbeats of a running trial
     grace_period: int | None = None  # seconds of silence before a trial is stale (default: grace_seconds)
     max_retries: int = 2  # re-runs of a stale trial
 
@@ -130,7 +130,7 @@ class ResilientStorage(RDBStorage):
 
     def record_heartbeat(self, trial_id: int) -> None:
         """Never raises: a heartbeat lost to an outage is retried; the thread lives on."""
-        interval = float(self.heartbeat_interval or 30)
+        interval = float(self.heartbeat_interval or HEARTBEAT_INTERVAL)
 
         def beat() -> None:
             super(ResilientStorage, self).record_heartbeat(trial_id)
@@ -206,7 +206,7 @@ class ResilientStorage(RDBStorage):
         return trial_id in self._lost
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        grace = grace_seconds(self.heartbeat_interval or 30, self.grace_period)
+        grace = grace_seconds(self.heartbeat_interval or HEARTBEAT_INTERVAL, self.grace_period)
 
         def stale() -> list[int]:
             if time.monotonic() - self._last_outage < grace or self._server_uptime() < grace:

@@ -57,10 +57,18 @@ def carried_text(study: optuna.Study) -> str | None:
     return f"warm-started: {names} informed the sampler and pruner; they count toward nothing here"
 
 
+def best_first(trials: Sequence[FrozenTrial], *, maximize: bool = False) -> list[FrozenTrial]:
+    """The complete trials that have a value, best first (lowest, unless ``maximize``): the one
+    ranking of finished trials that the report, narrowing, confirmation and warm starts read."""
+    done = [t for t in trials if t.state == TrialState.COMPLETE and isinstance(t.value, (int, float))]
+    return sorted(done, key=lambda t: float(t.value or 0.0), reverse=maximize)
+
+
 def best_own(study: optuna.Study) -> FrozenTrial | None:
-    done = [t for t in own_trials(study, (TrialState.COMPLETE,)) if t.value is not None]
-    sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
-    return min(done, key=lambda t: sign * float(t.value)) if done else None  # type: ignore[arg-type]
+    """The study's own best trial (warm-start trials carried in count toward nothing); also for a
+    study another tool created with direction maximize."""
+    ranked = best_first(own_trials(study), maximize=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    return ranked[0] if ranked else None
 
 
 # attributes that describe how a trial ended: a retry must not inherit them

@@ -12,7 +12,7 @@ searched. A parameter the new spec no longer searches is dropped; where the tria
 value than the new spec fixes (to 3 significant digits: ``hpo narrow`` writes fixed floats to 4), the
 line counts it, since that observation is then only as good as the parameter was unimportant (what
 ``hpo narrow`` fixes, it fixes because fANOVA found it did not matter). Values are copied only when
-both studies score the same way (same score section and direction); curves only when both evaluate
+both studies score the same way (same score section); curves only when both evaluate
 at the same points.
 """
 
@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from hpo.errors import ConfigError, HpoError
 from hpo.service.space import distributions
 from hpo.service.study import enqueue_baseline
-from hpo.service.trials import CARRIED_ATTR, own_trials
+from hpo.service.trials import CARRIED_ATTR, best_first, own_trials
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec, changed_keys
 
@@ -69,12 +69,8 @@ class Carried:
 
 
 def check_scored_alike(source: Spec, target: Spec) -> None:
-    """Prior values must be on the new study's scale: one line naming the difference otherwise."""
-    if source.study.direction != target.study.direction:
-        raise HpoError(
-            f"--warm-start: the other study {source.study.direction}s its score and this one "
-            f"{target.study.direction}s it; warm-start only from a study scored the same way"
-        )
+    """Prior values must be on the new study's scale: one line naming the difference otherwise (both
+    minimise: study.direction allows nothing else)."""
     if source.to_dict()["score"] != target.to_dict()["score"]:
         raise HpoError(
             f"--warm-start: the other study scores with {source.score.metric_name} "
@@ -178,9 +174,7 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
         carried.append(t)
         out.moved.update(moved_parameters(t, spec))
     out.observations = len(carried)
-    ranked = sorted((t for t in carried if t.state == TrialState.COMPLETE), key=lambda t: float(t.value or 0.0))
-    if spec.study.direction == "maximize":
-        ranked.reverse()
+    ranked = best_first(carried)  # a spec's studies are minimised (study.direction)
     queued = [dict(b) for b in spec.baselines]
     for params in queued:
         if not out.differs and measured(params, carried, spec):

@@ -26,6 +26,7 @@ import optuna
 from hpo.scoring.score import preflight
 from hpo.service.context import StudyContext
 from hpo.service.db_errors import is_storage_error
+from hpo.service.names import DEFAULT_ARTIFACTS
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.optuna_internals import trial_id
 from hpo.service.placement import RAN_ON_ATTR, Placement
@@ -54,7 +55,7 @@ class WorkerOptions:
     study: str | None = None  # None: every unfinished study in the storage
     max_trials: int | None = None  # exit after running this many trials
     exit_when_idle: bool = False  # exit when no study has work left (else wait for new studies)
-    artifact_dir: Path = Path(".hpo/artifacts")
+    artifact_dir: Path = DEFAULT_ARTIFACTS
     cache_dir: Path | None = None  # overrides each spec's data.cache_dir
     worker_index: int = 0  # offsets the sampler seed
     poll_seconds: float = 5.0

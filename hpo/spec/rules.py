@@ -45,6 +45,11 @@ def check_ddim_steps(steps: int, timesteps: int, *, key: str = "ddim_steps") -> 
     )
 
 
+def check_guidance(scale: float, *, key: str = "guidance_scale") -> None:
+    """Classifier-free guidance w: 0 is the unconditional model, 1 the conditional one alone."""
+    require(0.0 <= scale <= 100.0, key, f"must be in [0, 100], got {scale:g}")
+
+
 def check_study_name(name: str, *, key: str = "study.name") -> None:
     """Names a user chooses: a safe set, so that no name decides where files go."""
     if len(name) > MAX_STUDY_NAME:
@@ -69,6 +74,9 @@ def check_sigma_rel(value: float, key: str) -> None:
         key,
         f"σ_rel must be in [{low}, {high}] (EDM2's best lengths lie in 0.03-0.2), got {value}",
     )
+
+
+HEARTBEAT_INTERVAL = 30  # seconds between a running trial's heartbeats, unless study.heartbeat_interval says
 
 
 def grace_seconds(heartbeat_interval: int, grace_period: int | None) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
-from hpo.spec.rules import check_sigma_rel, require
+from hpo.spec.rules import check_guidance, check_sigma_rel, require
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
@@ -31,9 +31,7 @@ class SamplingConfig:
     ema_sigma_rel: float | None = None  # EMA length rebuilt after training (post-hoc EMA); None: the run's own EMA
 
     def __post_init__(self) -> None:
-        require(
-            0.0 <= self.guidance_scale <= 100.0, "guidance_scale", f"must be in [0, 100], got {self.guidance_scale}"
-        )
+        check_guidance(self.guidance_scale)
         require(1 <= self.ddim_steps <= 10_000, "ddim_steps", f"must be in [1, 10000], got {self.ddim_steps}")
         require(0.0 <= self.eta <= 1.0, "eta", f"must be in [0, 1], got {self.eta}")
         if self.ema_sigma_rel is not None:

@@ -17,7 +17,7 @@ from hpo.errors import ConfigError
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.counts import CountProblem, count_problems, source_channels
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
-from hpo.spec.rules import check_budget, check_ddim_steps, check_study_name, grace_seconds, require
+from hpo.spec.rules import HEARTBEAT_INTERVAL, check_budget, check_ddim_steps, check_study_name, grace_seconds, require
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
 from hpo.spec.typed import build, check_keys, coerce, suggest, to_plain
 
@@ -28,7 +28,7 @@ class StudySettings:
     direction: Literal["minimize"] = "minimize"  # FID is minimised
     n_trials: int = 20  # finished trials (complete, pruned or failed) after which the study is done
     max_retries: int = 2  # re-runs of a trial whose worker died (heartbeat went stale)
-    heartbeat_interval: int = 30  # seconds between a running trial's heartbeats
+    heartbeat_interval: int = HEARTBEAT_INTERVAL  # seconds between a running trial's heartbeats
     grace_period: int | None = None  # seconds without a heartbeat before a trial is stale (2× interval)
     target_kimg: float | None = None  # the budget the winner will really be trained for (hpo confirm forecasts it)
 

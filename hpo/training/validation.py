@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hpo.diffusion.losses import Network, model_time, to_x0_eps
+from hpo.diffusion.parameterization import Network, model_time, to_x0_eps
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.training.data import ImageData, to_model_range
 
