@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 from PIL import Image, ImageDraw
-from torchvision.utils import make_grid
 
 from hpo.diffusion.sampler import make_denoiser, sample_ddim
 from hpo.spec.sampling import SamplingConfig
@@ -99,6 +98,8 @@ def sample_images(
 
 def save_grid(images: torch.Tensor, path: Path, *, nrow: int | None = None, captions: list[str] | None = None) -> Path:
     """A PNG grid of uint8 images (N, C, H, W); ``captions`` (one per row) are written beside it."""
+    from torchvision.utils import make_grid  # here: importing torchvision costs every command ~2.4 s
+
     nrow = nrow or max(1, round(images.shape[0] ** 0.5))
     if images.shape[1] == 1:
         images = images.repeat(1, 3, 1, 1)
