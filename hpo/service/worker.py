@@ -290,11 +290,9 @@ class Reaper:
 
     def _loop(self) -> None:
         while not self.halt.wait(self._interval()):
-            for _, study, storage in list(self.worker.contexts.values()):
+            for _, study, _ in list(self.worker.contexts.values()):
                 try:
-                    # under the start lock: failing a stale trial and queueing its retry are one step to a
-                    # worker deciding whether the study is done (else it can see the failure, not the retry)
-                    with StartLock(self.worker.opts.url, storage, study.study_name), warnings.catch_warnings():
+                    with warnings.catch_warnings():
                         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                         optuna.storages.fail_stale_trials(study)
                 except Exception as err:  # an outage: the next round tries again
