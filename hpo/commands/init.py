@@ -52,7 +52,8 @@ def default_name(images: Path, size: int) -> str:
 
 def predicted_time(spec: Spec, plan: Plan) -> str:
     """The study's training time on this machine: two steps of the planned network timed at the
-    smallest batch size (the quickest to time; larger ones are no slower per image) on random images
+    smallest batch size (the quickest to time; per image a larger batch usually costs no more, so it errs
+    long) on random images
     of the folder's shape (the folder itself is not read)."""
     cfg = base_config(spec)
     device = resolve_device(cfg.device)
