@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import optuna
@@ -14,6 +15,7 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 
 from hpo.service.startlock import StartLock
+from hpo.service.study import RETRY_GRACE, progress
 from hpo.service.storage import open_storage
 from hpo.service.trials import (
     ENDING_ATTRS,
@@ -115,6 +117,31 @@ def test_a_retry_keeps_its_predecessors_work_but_not_how_it_ended(tmp_path: Path
     assert "curve" in retry.user_attrs and not set(ENDING_ATTRS) & set(retry.user_attrs)
     assert root_number(retry) == root_number(first) == first.number
     assert retried_numbers(study.get_trials()) == {first.number: retry.number}
+
+
+def test_a_trial_lost_moments_ago_keeps_its_study_open_until_its_retry_is_queued(tmp_path: Path) -> None:
+    """Failing a stale trial and queueing its retry are two writes: a worker that looks in between
+    must not call the study done (a flaky killed-worker test saw exactly that)."""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}", study_name="lost")
+    trial = study.ask({"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    study.tell(trial, state=TrialState.FAIL)  # no reason written: its worker died, the reaper failed it
+    lost = progress(study, 1, max_retries=2)
+    assert lost.failed == 1 and lost.retrying == 1 and not lost.done
+    assert progress(study, 1, max_retries=0).done  # no retry will come
+    RetryStaleTrial(max_retry=2)(study, study.trials[0])
+    queued = progress(study, 1, max_retries=2)
+    assert queued.retrying == 0 and queued.waiting == 1 and not queued.done
+    stopped = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}", study_name="long-ago")
+    old = stopped.ask({"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    mark_ended(old, "worker_stopped")
+    stopped.tell(old, state=TrialState.FAIL)
+    later = datetime.now() + RETRY_GRACE
+    assert progress(stopped, 1).retrying == 1 and progress(stopped, 1, now=later).done  # its retry never came
+    failed = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}", study_name="error")
+    broken = failed.ask()
+    mark_ended(broken, "error", detail="ValueError: x")
+    failed.tell(broken, state=TrialState.FAIL)
+    assert progress(failed, 1).done  # an error is not retried
 
 
 def test_the_noise_near_the_best_ignores_a_baseline_far_above_it() -> None:

@@ -128,10 +128,10 @@ def run_confirm(
         if detach:
             print(f"{len(plan)} worker(s) started; `hpo confirm {study_name}` again shows the verdict", file=sys.stderr)
             return
-        follow(companion, spec.study.n_trials, metric, procs)
+        follow(companion, spec.study, metric, procs)
         for w in procs:
             w.proc.wait()
-        check_workers_finished(companion, spec.study.n_trials, procs)
+        check_workers_finished(companion, spec.study, procs)
     if budgets is not None:
         ladder = ladder_verdict(source, companion)
         text, data = ladder_text(ladder, metric), ladder_json(ladder)

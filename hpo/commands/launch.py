@@ -25,7 +25,7 @@ from hpo.service.warm_start import check_scored_alike, warm_start
 from hpo.service.worker import WorkerOptions
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name
-from hpo.spec.spec import Spec, sample_count_problems
+from hpo.spec.spec import Spec, StudySettings, sample_count_problems
 from hpo.tracking.external import check_trackers
 from hpo.training.runtime import threads_per_worker
 
@@ -112,12 +112,13 @@ def format_seconds(s: float) -> str:
     return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[LocalWorker]) -> None:
+def follow(study: optuna.Study, limits: StudySettings, metric: str, workers: list[LocalWorker]) -> None:
+    n_trials = limits.n_trials
     """Print progress until the study is done or every local worker has exited."""
     started, last, last_state, last_print = time.monotonic(), "", "", 0.0
     tty = sys.stdout.isatty()
     while True:
-        p = progress(study, n_trials)
+        p = progress(study, n_trials, max_retries=limits.max_retries)
         elapsed = time.monotonic() - started
         eta = (
             f" | ~{format_seconds(elapsed / p.finished * (n_trials - p.finished))} left"
@@ -139,8 +140,9 @@ def follow(study: optuna.Study, n_trials: int, metric: str, workers: list[LocalW
         print()
 
 
-def check_workers_finished(study: optuna.Study, n_trials: int, workers: list[LocalWorker]) -> None:
-    p = progress(study, n_trials)
+def check_workers_finished(study: optuna.Study, limits: StudySettings, workers: list[LocalWorker]) -> None:
+    n_trials = limits.n_trials
+    p = progress(study, n_trials, max_retries=limits.max_retries)
     if p.done:
         return
     failed = [w for w in workers if w.failed]
@@ -224,7 +226,7 @@ def run_launch(
         print(f"{len(plan)} worker(s) started in the background; follow with `hpo status {name}`")
         return
     try:
-        follow(study, spec.study.n_trials, spec.score.metric_name, procs)
+        follow(study, spec.study, spec.score.metric_name, procs)
     except KeyboardInterrupt:
         for w in procs:
             w.proc.terminate()  # SIGTERM: running trials are queued for retry
@@ -234,6 +236,6 @@ def run_launch(
         raise SystemExit(130) from None
     for w in procs:
         w.proc.wait()
-    check_workers_finished(study, spec.study.n_trials, procs)
+    check_workers_finished(study, spec.study, procs)
     print(trials_table(study, spec.score.metric_name, terminal_width()))
     print(f"report: {write_report(study, database, report_path(name), artifact_dir=artifacts)}")

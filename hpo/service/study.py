@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import optuna
 from optuna.storages import RDBStorage
@@ -16,7 +17,7 @@ from hpo import __version__
 from hpo.errors import ConfigError, HpoError
 from hpo.service.pruning import BASELINE_ATTR, make_pruner
 from hpo.service.space import grid
-from hpo.service.trials import is_carried, is_retry
+from hpo.service.trials import fail_reason, is_carried, is_retry
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
@@ -189,6 +190,7 @@ class Progress:
     pruned: int
     failed: int  # failures that were not retried
     retried: int  # failed attempts whose retry is queued, running or done
+    retrying: int  # of ``failed``: stopped or lost moments ago, their retry perhaps not yet queued
     running: int
     waiting: int
     slots: int  # trials counted against n_trials: every trial that is not a retry of another
@@ -201,10 +203,35 @@ class Progress:
 
     @property
     def done(self) -> bool:
-        return self.finished >= self.n_trials and self.running == 0 and self.waiting == 0
+        return self.finished >= self.n_trials and self.running == 0 and self.waiting == 0 and self.retrying == 0
 
 
-def progress(study: optuna.Study, n_trials: int, trials: Sequence[FrozenTrial] | None = None) -> Progress:
+# Failing a stale or stopped trial and queueing its retry are two writes (Optuna's fail_stale_trials, or
+# the stopped worker's own callback): in between, a reader sees a failure with no retry. Such a failure
+# counts as pending for this long, so no worker calls the study done in that gap; if its retry is never
+# queued (retries spent, an outage between the writes) the study still ends, this much later.
+RETRY_GRACE = timedelta(seconds=60)
+RETRIED_REASONS = ("worker_lost", "worker_stopped")
+
+
+def awaiting_retry(t: FrozenTrial, retried: set[int], now: datetime, max_retries: int | None) -> bool:
+    """``max_retries`` None: not known to the caller, so the trial may have one left."""
+    retries_left = max_retries is None or len(t.system_attrs.get("retry_history", [])) < max_retries
+    return (
+        t.state == TrialState.FAIL and t.number not in retried and fail_reason(t) in RETRIED_REASONS
+        and retries_left and t.datetime_complete is not None and now - t.datetime_complete < RETRY_GRACE
+    )  # fmt: skip
+
+
+def progress(
+    study: optuna.Study,
+    n_trials: int,
+    trials: Sequence[FrozenTrial] | None = None,
+    *,
+    max_retries: int | None = None,
+    now: datetime | None = None,
+) -> Progress:
+    now = now or datetime.now()  # Optuna stamps trials with the writer's local time
     trials = [t for t in (trials if trials is not None else study.get_trials(deepcopy=False)) if not is_carried(t)]
     retried = {t.system_attrs["failed_trial"] for t in trials if is_retry(t)}
     retried |= {n for t in trials for n in t.system_attrs.get("retry_history", [])}
@@ -216,6 +243,7 @@ def progress(study: optuna.Study, n_trials: int, trials: Sequence[FrozenTrial] |
         pruned=states.count(TrialState.PRUNED),
         failed=sum(1 for t in failed if t.number not in retried),
         retried=sum(1 for t in failed if t.number in retried),
+        retrying=sum(1 for t in failed if awaiting_retry(t, retried, now, max_retries)),
         running=states.count(TrialState.RUNNING),
         waiting=states.count(TrialState.WAITING),
         slots=sum(1 for t in trials if not is_retry(t)),

@@ -152,16 +152,16 @@ class Worker:
     def step(self, name: str) -> Outcome:
         """Run at most one trial of ``name``."""
         ctx, study, storage = self.context(name)
-        n_trials = ctx.spec.study.n_trials
+        n_trials, retries = ctx.spec.study.n_trials, ctx.spec.study.max_retries
         lock = StartLock(self.opts.url, storage, name)
         with lock:
-            p = progress(study, n_trials)
+            p = progress(study, n_trials, max_retries=retries)
             if p.waiting == 0 and p.slots >= n_trials:
                 return Outcome.DONE if p.done else Outcome.BUSY
             self._optimize_one(study, ctx, lock, storage)
         if self.on_study_done is not None:
             with lock:
-                if progress(study, n_trials).done and not study.user_attrs.get(REPORTED_ATTR):
+                if progress(study, n_trials, max_retries=retries).done and not study.user_attrs.get(REPORTED_ATTR):
                     study.set_user_attr(REPORTED_ATTR, True)
                     self._study_done(study, storage)
         return Outcome.RAN
