@@ -15,8 +15,8 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 
 from hpo.service.startlock import StartLock
-from hpo.service.study import RETRY_GRACE, progress
 from hpo.service.storage import open_storage
+from hpo.service.study import RETRY_GRACE, progress
 from hpo.service.trials import (
     ENDING_ATTRS,
     RetryStaleTrial,

@@ -17,7 +17,7 @@ from hpo import __version__
 from hpo.errors import ConfigError, HpoError
 from hpo.service.pruning import BASELINE_ATTR, make_pruner
 from hpo.service.space import grid
-from hpo.service.trials import fail_reason, is_carried, is_retry
+from hpo.service.trials import fail_reason, is_carried, is_retry, retry_history
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
@@ -216,7 +216,7 @@ RETRIED_REASONS = ("worker_lost", "worker_stopped")
 
 def awaiting_retry(t: FrozenTrial, retried: set[int], now: datetime, max_retries: int | None) -> bool:
     """``max_retries`` None: not known to the caller, so the trial may have one left."""
-    retries_left = max_retries is None or len(t.system_attrs.get("retry_history", [])) < max_retries
+    retries_left = max_retries is None or len(retry_history(t)) < max_retries
     return (
         t.state == TrialState.FAIL and t.number not in retried and fail_reason(t) in RETRIED_REASONS
         and retries_left and t.datetime_complete is not None and now - t.datetime_complete < RETRY_GRACE
@@ -233,8 +233,7 @@ def progress(
 ) -> Progress:
     now = now or datetime.now()  # Optuna stamps trials with the writer's local time
     trials = [t for t in (trials if trials is not None else study.get_trials(deepcopy=False)) if not is_carried(t)]
-    retried = {t.system_attrs["failed_trial"] for t in trials if is_retry(t)}
-    retried |= {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+    retried = {n for t in trials for n in retry_history(t)}  # the first attempt is in its retry's history
     states = [t.state for t in trials]
     failed = [t for t in trials if t.state == TrialState.FAIL]
     complete = [t.value for t in trials if t.state == TrialState.COMPLETE and t.value is not None]

@@ -122,24 +122,33 @@ def fail_reason(t: FrozenTrial) -> str | None:
     return "worker_lost" if t.state == TrialState.FAIL else "pruned_by_median"
 
 
+def retry_of(t: FrozenTrial) -> int | None:
+    """The number of the first attempt this trial retries (Optuna's record); None for a first attempt."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RetryHeartbeatStaleTrialCallback.retried_trial_number(t)
+
+
+def retry_history(t: FrozenTrial) -> list[int]:
+    """The numbers of the attempts before this one, oldest first (Optuna's record)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return [int(n) for n in RetryHeartbeatStaleTrialCallback.retry_history(t)]
+
+
 def is_retry(t: FrozenTrial) -> bool:
-    return "failed_trial" in t.system_attrs
+    return retry_of(t) is not None
 
 
 def root_number(t: FrozenTrial) -> int:
     """The number of the first attempt: a trial and its retries share checkpoints and logs."""
-    root = t.system_attrs.get("failed_trial")
+    root = retry_of(t)
     return int(root) if root is not None else t.number
 
 
 def retried_numbers(trials: Sequence[FrozenTrial]) -> dict[int, int]:
     """{number of a failed attempt: number of the attempt that retried it}."""
-    out: dict[int, int] = {}
-    for t in trials:
-        history = list(t.system_attrs.get("retry_history", []))
-        if history:
-            out[int(history[-1])] = t.number
-    return out
+    return {history[-1]: t.number for t in trials if (history := retry_history(t))}
 
 
 def current_attrs(t: FrozenTrial) -> dict[str, Any]:
