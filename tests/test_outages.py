@@ -9,6 +9,7 @@ import functools
 import logging
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from optuna.trial import TrialState
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
+from hpo.service.urls import resolve_url
 from tests.pg import PASSWORD, PgServer
 from tests.service_helpers import hpo, start_worker, write_spec
 
@@ -246,3 +248,24 @@ def test_a_worker_process_holds_a_few_named_connections_while_it_trains(pg_url: 
     assert study.get_trials()[0].state == TrialState.COMPLETE
     print(f"connections held by one worker process: max {max(seen)}, samples {len(seen)}")
     assert 1 <= max(seen) <= 5, seen  # docs/operations.md measured at most 4 per worker process
+
+
+OPEN_AT = """
+import sys, time
+from hpo.service.storage import open_storage
+from hpo.service.urls import resolve_url
+url = resolve_url(sys.argv[1])
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # every process opens at the same instant
+open_storage(url)
+"""
+
+
+def test_processes_opening_a_new_database_at_once_all_get_its_schema(pg_url: str) -> None:
+    """A worker, the dashboard and `hpo launch` started together on an empty database (compose's
+    first `up`): each creates Optuna's tables, and the slower CREATE TABLE meets the other's."""
+    at = time.time() + 8  # after every child's imports
+    children = [subprocess.Popen([sys.executable, "-c", OPEN_AT, pg_url, str(at)], stderr=subprocess.PIPE, text=True)
+                for _ in range(6)]  # fmt: skip
+    errors = [child.communicate(timeout=120)[1] for child in children]
+    assert [child.returncode for child in children] == [0] * 6, "\n".join(e[-3000:] for e in errors if e)
+    assert optuna.get_all_study_summaries(resolve_url(pg_url)) == []  # one working schema, nothing in it

@@ -113,8 +113,8 @@ def format_seconds(s: float) -> str:
 
 
 def follow(study: optuna.Study, limits: StudySettings, metric: str, workers: list[LocalWorker]) -> None:
-    n_trials = limits.n_trials
     """Print progress until the study is done or every local worker has exited."""
+    n_trials = limits.n_trials
     started, last, last_state, last_print = time.monotonic(), "", "", 0.0
     tty = sys.stdout.isatty()
     while True:

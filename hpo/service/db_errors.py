@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import optuna
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 T = TypeVar("T")
 
@@ -24,6 +24,16 @@ def is_connection_error(err: BaseException | None) -> bool:
     """The database could not be reached (restart, network), as opposed to a bad request."""
     return any(
         isinstance(e, OperationalError) or (isinstance(e, DBAPIError) and e.connection_invalidated) for e in causes(err)
+    )
+
+
+def is_concurrent_creation(err: BaseException | None) -> bool:
+    """Two processes creating Optuna's tables in one new PostgreSQL database at once (a worker, the
+    dashboard and ``hpo launch`` started together): the slower one's CREATE TABLE meets the other's."""
+    return any(
+        isinstance(e, (IntegrityError, ProgrammingError))
+        and ("pg_type_typname_nsp_index" in str(e) or "already exists" in str(e))
+        for e in causes(err)
     )
 
 

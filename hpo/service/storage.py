@@ -36,10 +36,10 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 from sqlalchemy import event, text
-from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.errors import HpoError
-from hpo.service.db_errors import describe_error, is_connection_error, with_backoff
+from hpo.service.db_errors import describe_error, is_concurrent_creation, is_connection_error, with_backoff
 from hpo.service.optuna_internals import PRIVATE_STORAGE_METHODS
 from hpo.service.trials import RetryStaleTrial
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
@@ -263,28 +263,6 @@ for _name in IDEMPOTENT:
     setattr(ResilientStorage, _name, _retrying_method(_name))
 
 
-def is_concurrent_creation(err: BaseException) -> bool:
-    """Two processes creating Optuna's tables in one new PostgreSQL database at once (a worker, the
-    dashboard and ``hpo launch`` started together): the slower one's CREATE TABLE meets the other's."""
-    text_ = str(err)
-    return isinstance(err, (IntegrityError, ProgrammingError)) and (
-        "pg_type_typname_nsp_index" in text_ or "already exists" in text_
-    )
-
-
-def created_once(make: Callable[[], ResilientStorage], attempts: int = 5) -> ResilientStorage:
-    """``make()``, again after a moment when another process was creating the same schema."""
-    for attempt in range(attempts):
-        try:
-            return make()
-        except SQLAlchemyError as err:
-            if attempt == attempts - 1 or not is_concurrent_creation(err):
-                raise
-            log.debug("another process is creating the schema (%s); trying again", describe_error(err))
-            time.sleep(0.5 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
 def open_storage(
     url: str, heartbeat: Heartbeat | None = None, *, must_exist: bool = False, outage_seconds: float | None = None
 ) -> ResilientStorage:
@@ -309,8 +287,11 @@ def open_storage(
                     "grace_period": heartbeat.grace_period,
                     "heartbeat_stale_trial_callback": RetryStaleTrial(max_retry=heartbeat.max_retries),
                 }
-            return created_once(
-                lambda: ResilientStorage(url, engine_kwargs=engine_kwargs(url), outage_seconds=outage, **beat)
+            return with_backoff(  # another process may be creating the same new schema
+                lambda: ResilientStorage(url, engine_kwargs=engine_kwargs(url), outage_seconds=outage, **beat),
+                seconds=10,
+                retry_on=is_concurrent_creation,
+                on_retry=lambda err: log.debug("another process is creating the schema: %s", describe_error(err)),
             )
     except (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError) as err:
         raise HpoError(f"cannot open storage {redact(url)}: {redact_text(describe_error(err), url)}") from None
