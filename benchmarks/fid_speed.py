@@ -1,14 +1,19 @@
 """Scoring cost on this machine: seconds per 1 000 scored samples (DDIM sampling and feature
 extraction separately) at 16 and 32 px, the sampling batch that is cheapest per image (against 256,
-the spec default), and the share of a quickstart trial spent scoring.
+the spec default), sampling in bf16 against fp32 on the same weights (time and score), and the share
+of a quickstart trial spent scoring.
 
-    .venv/bin/python benchmarks/fid_speed.py
+    .venv/bin/python benchmarks/fid_speed.py [precision]
 
-Peer: the trial's own training time at the quickstart settings (target: scoring < 20 % of a trial).
+Peers: the trial's own training time at the quickstart settings (target: scoring < 20 % of a trial);
+fp32 sampling for bf16 (target: a score change well inside the spread between sample seeds).
 """
 
 from __future__ import annotations
 
+import os
+import statistics
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -68,6 +73,36 @@ def per_batch(cache: Path, sizes: tuple[int, ...] = (32, 64, 128, 256)) -> None:
               f"{per_image[256] / seconds:.2f}x batch 256")  # fmt: skip
 
 
+def precision(cache: Path, seeds: tuple[int, ...] = (0, 1, 2)) -> None:
+    """The quickstart's winner (README: lr 5.2e-3, batch 32, T=1000, linear) trained once at the
+    spec's budget, then scored at its best combination (guidance 2, 30 steps) on three sample seeds in
+    fp32 and in bf16 (HPO_CPU_BF16): seconds per 256-sample score and the score per seed."""
+    spec = load_spec(SPEC)
+    data = load_data(replace(spec.data, cache_dir=str(cache)))
+    cfg = spec.train_config({"lr": 5.2e-3, "batch_size": 32, "timesteps": 1000, "schedule": "linear"})
+    scorer = make_scorer(spec.score, data, device=torch.device("cpu"), cache_dir=cache / "scoring")
+    model = train(cfg, data).model
+    scores: dict[str, list[float]] = {}
+    seconds: dict[str, float] = {}
+    for name, setting in (("fp32", "0"), ("bf16", "1")):
+        os.environ["HPO_CPU_BF16"] = setting
+        started = time.perf_counter()
+        scores[name] = [
+            score(scorer, model, SamplingConfig(2.0, 30), class_frequencies=data.class_frequencies(), seed=s).fid
+            for s in seeds
+        ]
+        seconds[name] = (time.perf_counter() - started) / len(seeds)
+    del os.environ["HPO_CPU_BF16"]
+    for name in scores:
+        print(f"{name}: {seconds[name]:5.1f} s per {spec.score.num_samples}-sample score, "
+              f"scores {' '.join(f'{v:.3f}' for v in scores[name])} (seeds {seeds})")  # fmt: skip
+    gap = statistics.mean(abs(a - b) for a, b in zip(scores["fp32"], scores["bf16"], strict=True))
+    print(
+        f"bf16 {seconds['fp32'] / seconds['bf16']:.2f}x faster than fp32; mean |fp32 - bf16| at one seed {gap:.3f} "
+        f"against a spread between seeds (sd, fp32) of {statistics.stdev(scores['fp32']):.3f}"
+    )
+
+
 def quickstart_share(cache: Path) -> None:
     spec = load_spec(SPEC)
     data = load_data(replace(spec.data, cache_dir=str(cache)))
@@ -91,9 +126,12 @@ def quickstart_share(cache: Path) -> None:
 def main() -> None:
     print(f"{torch.get_num_threads()} CPU threads")
     with tempfile.TemporaryDirectory() as tmp:
+        if sys.argv[1:] == ["precision"]:
+            return precision(Path(tmp))
         per_thousand("digits", 16, Path(tmp))
         per_thousand("shapes", 32, Path(tmp))
         per_batch(Path(tmp))
+        precision(Path(tmp))
         quickstart_share(Path(tmp))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -130,6 +131,14 @@ def root(
 ) -> None:
     """Hyperparameter optimisation for image diffusion models."""
     STATE["verbose"] = verbose
+    if os.environ.get("HPO_CPU_BF16") is not None:  # checked before any work; torch is imported only then
+        from hpo.training.runtime import cpu_bf16
+
+        try:
+            cpu_bf16()
+        except HpoError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from None
 
 
 SpecArg = Annotated[Path, typer.Argument(help="search-space spec (YAML)", show_default=False)]

@@ -20,6 +20,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HPO_STORAGE", raising=False)
     monkeypatch.delenv("HPO_FID_WEIGHTS", raising=False)
+    monkeypatch.delenv("HPO_CPU_BF16", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(SHARED_CACHE / "xdg"))
 
 

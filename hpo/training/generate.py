@@ -75,7 +75,7 @@ def sample_batches(
             )
             x = initial_noise(shape, first, count, seed).to(device)
             gen = torch.Generator(device).manual_seed(seed * 1_000_003 + first)  # η > 0 noise
-            with autocast(device):
+            with autocast(device, sampling=True):
                 x = sample_ddim(denoise, model.schedule, x, steps=sampling.ddim_steps, eta=sampling.eta, generator=gen)
             yield to_uint8(x)
 
