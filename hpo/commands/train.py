@@ -18,7 +18,7 @@ from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
-from hpo.scoring.progress import Floor, ProgressProbe, copy_floor_of, fidelity_text, progress_line
+from hpo.scoring.progress import Floor, ProgressProbe, copy_floor_of, eval_point_text, fidelity_text
 from hpo.scoring.score import Scorer, make_scorer, preflight
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import ema_sentence, sweep_table
@@ -166,7 +166,7 @@ class _Progress:
         log.info(
             "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
             point.index, self.num_evals, point.kimg, point.metrics["val_rel"],
-            progress_line(point.metrics, self.metric), self.watch.label,
+            eval_point_text(point.metrics, self.metric), self.watch.label,
         )  # fmt: skip
         self.runs.on_eval(point, None)
 
@@ -203,7 +203,7 @@ def _train_and_score(
     runs.close()
     return {
         **scored.record(combos),
-        metric: scored.best.fid,
+        metric: scored.best.score,
         "sweep": [s.to_dict() for s in scored.sweep.scores],
         "curve": progress.curve,
         "watched_sampling": watch.as_dict(),
@@ -286,7 +286,7 @@ def _report_result(runs: Runs, scored: Scored, floor: Floor) -> None:
     best = scored.best
     extras = {"precision": best.precision, "recall": best.recall, "floor": floor.score}
     runs.on_result(
-        {"fid": best.fid, "kid": best.kid, **{k: v for k, v in extras.items() if v is not None}},
+        {"fid": best.score, "kid": best.kid, **{k: v for k, v in extras.items() if v is not None}},
         {},
         scored.result.steps,
     )
