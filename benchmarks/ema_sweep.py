@@ -49,7 +49,7 @@ def best_again(scorer: Any, model: DiffusionModel, sweep: SweepResult, data: Ima
     """The best combination scored with an independent sample set (seed 1): the score's noise."""
     best = sweep.best
     again = score(scorer, model, best.sampling, class_frequencies=data.class_frequencies(), seed=1).fid
-    return pair_sd(again, best.fid)
+    return pair_sd(again, best.score)
 
 
 def sweep(scorer: Any, base: DiffusionModel, combos: list[SamplingConfig], data: ImageData, ema: Any) -> SweepResult:
@@ -115,7 +115,8 @@ def run_dataset(name: str, configs: list[dict[str, Any]], lengths: list[float], 
             rows.append(row)
             t, p = row["today"], row["posthoc"]
             print(
-                f"{i:>6} {t.fid:8.3g} {p.fid:8.3g} {p.fid - t.fid:+7.3g}  {p.sampling.label} ({t.sampling.label})  "
+                f"{i:>6} {t.score:8.3g} {p.score:8.3g} {p.score - t.score:+7.3g}  "
+                f"{p.sampling.label} ({t.sampling.label})  "
                 f"[{row['train_with']:.0f}, {row['today_seconds']:.0f}/{row['posthoc_seconds']:.0f}]  "
                 f"{row['sentence']}",
                 flush=True,
@@ -123,7 +124,7 @@ def run_dataset(name: str, configs: list[dict[str, Any]], lengths: list[float], 
     if not rows:
         return
     noise: Noise = pooled([v for r in rows for v in r["noise"]])
-    deltas = [r["posthoc"].fid - r["today"].fid for r in rows]
+    deltas = [r["posthoc"].score - r["today"].score for r in rows]
     margin = noise.tie_margin if noise.sd is not None else math.nan
     better = sum(d < -margin for d in deltas)
     worse = sum(d > margin for d in deltas)

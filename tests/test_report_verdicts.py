@@ -13,7 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.report.data import complete, relative_sweep, summarise, sweep_answer, sweep_of, ties_with_best
+from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of, ties_with_best
 from hpo.report.importance import Importances, study_importances
 from hpo.scoring.noise import Noise
 from hpo.service.confirm import create_companion, verdict
@@ -82,14 +82,14 @@ def test_two_configurations_within_the_noise_are_called_tied(tmp_path: Path) -> 
     add(study, random_params(rng), value=9.2, curve=[1.0] * 4, fid_noise=0.5)  # the best
     add(study, random_params(rng), value=9.5, curve=[1.0] * 4)  # within the noise of the best
     add(study, random_params(rng), value=14.0, curve=[1.0] * 4)
-    s = summarise(study, study.get_trials())
+    s = summarise_study(study, study.get_trials())
     assert s.noise.sd == pytest.approx(math.sqrt((0.16 + 0.25) / 2)) and s.noise.pairs == 2
     page = study_report(study, tmp_path / "tied.html", artifact_dir=None).read_text()
     assert "#2: classifier-FID 9.5 — tied with #1 (within the noise)" in page
     assert "#0 (baseline): classifier-FID 10 — tied with #1" in page
     assert ties_with_best(complete(study.get_trials()), s.noise) == [2, 0]  # #3 (14.0) is clearly worse
     assert "they are tied" in page  # best vs baseline: 0.8 apart, tie margin 2·√2·0.45 ≈ 1.3
-    assert Noise(0.1, 1).tied(9.2, 9.4) and not Noise(0.1, 1).tied(9.2, 10.0)
+    assert Noise(0.1, 1).within_tie_margin(9.2, 9.4) and not Noise(0.1, 1).within_tie_margin(9.2, 10.0)
 
 
 def confirmed(tmp_path: Path, name: str, results: dict[int, list[float]]) -> tuple[optuna.Study, optuna.Study]:

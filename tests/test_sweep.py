@@ -61,7 +61,7 @@ def test_every_combination_starts_from_the_same_noise_and_labels(
     starts = {(round(float(x.sum()), 4)) for xs in seen.values() for x in xs}
     assert len(starts) == 3  # the same 3 batches of initial noise (48 samples / batch 16) for all 4 combinations
     assert {s.sampling for s in result.scores} == set(COMBOS) and all(s.num_samples == 48 for s in result.scores)
-    assert result.best.fid == min(s.fid for s in result.full)
+    assert result.best.score == min(s.score for s in result.full)
 
 
 def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
@@ -96,9 +96,17 @@ def test_known_scores_are_not_recomputed(trained: Trained, monkeypatch: pytest.M
     monkeypatch.setattr(sweep_module, "sample_features", counting)
     again = run_sweep(scorer, model, COMBOS, known=first.scores[:3])
     assert len(calls) == 1
-    assert [s.fid for s in again.scores] == pytest.approx([s.fid for s in first.scores], rel=1e-6)
+    assert [s.score for s in again.scores] == pytest.approx([s.score for s in first.scores], rel=1e-6)
     stored = first.scores[0]
     assert ComboScore.from_dict(stored.to_dict()) == replace(stored, seconds=round(stored.seconds, 3))
+
+
+def test_a_combinations_score_is_stored_under_the_fid_key_that_stored_studies_use() -> None:
+    old = {"guidance_scale": 2.0, "ddim_steps": 8, "eta": 0.0, "stage": "full", "num_samples": 64, "fid": 12.5,
+           "kid": 0.01, "class_accuracy": None, "seconds": 1.0}  # fmt: skip
+    combo = ComboScore.from_dict(old)
+    assert combo.score == 12.5
+    assert combo.to_dict()["fid"] == 12.5 and "score" not in combo.to_dict()
 
 
 @pytest.mark.parametrize("swept", ["guidance", "ema"])
@@ -141,8 +149,8 @@ def test_a_retried_trial_rescores_only_the_combinations_not_stored(
     assert trials[0].user_attrs["fail_reason"] == "worker_stopped"
     assert len(scored) == 4 and len(set(scored)) == 4  # two before the stop, the other two after
     sweep = [ComboScore.from_dict(d) for d in trials[1].user_attrs["sweep"]]
-    assert len(sweep) == 4 and trials[1].value == min(s.fid for s in sweep)
-    assert trials[1].user_attrs["sampling"] == min(sweep, key=lambda s: s.fid).sampling.as_dict()
+    assert len(sweep) == 4 and trials[1].value == min(s.score for s in sweep)
+    assert trials[1].user_attrs["sampling"] == min(sweep, key=lambda s: s.score).sampling.as_dict()
     assert not (tmp_path / "art" / "checkpoints" / "sweep" / "trial-0.pt").exists()  # deleted once complete
     snapshots = tmp_path / "art" / "checkpoints" / "sweep" / "trial-0-ema"
     if swept == "ema":  # the baseline's score was repeated, so it keeps its snapshots: any EMA length later

@@ -19,7 +19,7 @@ from hpo.training.telemetry import (
     hardware_of,
     rss_leak,
     rss_mb,
-    summarise,
+    summarise_hardware,
 )
 from hpo.training.trainer import SyncPoint, Trainer, train
 from tests.conftest import tiny_config
@@ -86,12 +86,12 @@ def test_a_trainer_reads_the_gpu_through_the_nvml_it_is_given(digits8: ImageData
     trainer = Trainer(tiny_config(kimg=0.4, batch_size=16, num_evals=1), digits8, torch.device("cpu"), nvml=nvml)
     trainer.run_steps(16)
     assert nvml.asked == len(trainer.readings) >= 2
-    assert summarise(trainer.readings, rss_start_mb=trainer.rss_start_mb).gpu_util_percent == 42
+    assert summarise_hardware(trainer.readings, rss_start_mb=trainer.rss_start_mb).gpu_util_percent == 42
 
 
 def test_the_summary_says_input_bound_when_batches_take_a_third_of_the_time() -> None:
     readings = [Hardware(rss_mb=900.0, cpu_percent=100.0, data_wait=w, gpu_util_percent=50.0) for w in (0.35, 0.41)]
-    summary = summarise(readings, rss_start_mb=800.0)
+    summary = summarise_hardware(readings, rss_start_mb=800.0)
     assert summary.line().startswith("input-bound: 38 % of step time waiting for data; RSS peak 900 MB, GPU 50 %")
     assert HardwareSummary.from_dict(summary.as_dict()) == summary
     assert hardware_of({"hardware": summary.as_dict()}) == summary and hardware_of({}) is None

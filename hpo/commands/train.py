@@ -3,11 +3,11 @@ sample grid, a checkpoint and a TensorBoard log. ``--from STUDY:TRIAL`` reproduc
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +17,26 @@ from optuna.trial import FrozenTrial
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
-from hpo.scoring.pipeline import train_and_score, weights_at
-from hpo.scoring.progress import ProgressProbe, copy_floor_of, fidelity_text, progress_line
-from hpo.scoring.score import make_scorer, preflight
+from hpo.scoring.pipeline import Scored, train_and_score, weights_at
+from hpo.scoring.progress import Floor, ProgressProbe, copy_floor_of, eval_point_text, fidelity_text
+from hpo.scoring.score import Scorer, make_scorer, preflight
 from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import ema_sentence, sweep_table
 from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec
 from hpo.service.trials import best_own
 from hpo.service.urls import redact, resolve_url
-from hpo.spec.config import POSTHOC_PROFILES
+from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
-from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep
 from hpo.spec.spec import Spec, spec_from_dict
-from hpo.tracking.base import RunInfo
+from hpo.tracking.base import RunInfo, Runs
 from hpo.tracking.runs import open_runs
-from hpo.training.data import load_data
+from hpo.training.data import ImageData, load_data
 from hpo.training.generate import sample_images, save_grid
 from hpo.training.model import DiffusionModel
 from hpo.training.runtime import resolve_device
-from hpo.training.trainer import EvalPoint, TrainingAborted, train
+from hpo.training.trainer import EvalPoint, TrainingAborted, TrainResult, train
 
 log = logging.getLogger("hpo")
 
@@ -97,6 +97,26 @@ def run_train(
     spec_path: Path | None, overrides: list[str], out: Path, *, source: str | None = None, storage: str | None = None
 ) -> None:
     overrides, fixed_sampling = split_overrides(overrides)
+    spec, params, known_best = _spec_and_params(spec_path, overrides, source=source, storage=storage)
+    cfg, combos, watch = _configs(spec, params, fixed_sampling)
+    preflight(spec.score)
+    data = load_data(spec.data)
+    log.info(
+        "data: %d training / %d validation images, %d classes, %d px",
+        data.train_images.shape[0], data.val_images.shape[0], data.num_classes, data.image_size,
+    )  # fmt: skip
+    if known_best is not None and not fixed_sampling:
+        watch = SamplingConfig.from_dict(known_best)
+    summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary))
+
+
+def _spec_and_params(
+    spec_path: Path | None, overrides: list[str], *, source: str | None, storage: str | None
+) -> tuple[Spec, dict[str, Any], dict[str, Any] | None]:
+    """The spec, the run's parameters (the trial's or the spec's first baseline, then ``--set
+    train.…``) and the trial's best sampling combination (None without ``--from`` or a score)."""
     known_best: dict[str, Any] | None = None
     if source is not None:
         spec, params, known_best = from_trial(source, storage, overrides)
@@ -106,6 +126,13 @@ def run_train(
     else:
         raise HpoError("hpo train needs a SPEC file or --from STUDY:TRIAL")
     params.update(parse_overrides(overrides).get("train", {}))
+    return spec, params, known_best
+
+
+def _configs(
+    spec: Spec, params: Mapping[str, Any], fixed_sampling: Mapping[str, Any]
+) -> tuple[TrainConfig, list[SamplingConfig], SamplingConfig]:
+    """(the training config, the sampling combinations to sweep, the one watched at every evaluation)."""
     train_params, sampling_params = spec.split_params(params)
     try:
         cfg = spec.train_config(train_params)
@@ -115,69 +142,130 @@ def run_train(
         raise err.in_file(spec.file) from None
     if any(c.ema_sigma_rel is not None for c in combos) and not cfg.ema_profiles:
         cfg = cfg.replace(ema_profiles=POSTHOC_PROFILES)  # --set ema_sigma_rel=… on a spec that does not sweep it
-    preflight(spec.score)
-    data = load_data(spec.data)
-    log.info(
-        "data: %d training / %d validation images, %d classes, %d px",
-        data.train_images.shape[0], data.val_images.shape[0], data.num_classes, data.image_size,
-    )  # fmt: skip
-    if known_best is not None and not fixed_sampling:
-        watch = SamplingConfig.from_dict(known_best)
-    summary = _train_and_score(spec, cfg, combos, data, params, out, watch)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(json.dumps(summary))
+    return cfg, combos, watch
+
+
+@dataclass
+class _Progress:
+    """At each evaluation point: the watched combination's score, copy share and gap, added to the
+    point's metrics, logged, kept in ``curve`` (keyed by the point's index) and sent to the trackers."""
+
+    probe: ProgressProbe
+    runs: Runs
+    watch: SamplingConfig
+    snapshots: Path | None  # the post-hoc EMA snapshots, when the run keeps them
+    metric: str
+    num_evals: int
+    curve: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def __call__(self, point: EvalPoint, model: DiffusionModel) -> None:
+        weights = weights_at(model, self.snapshots, self.watch, step=point.step)
+        extras = self.probe.measure(weights, self.watch, class_frequencies=self.probe.data.class_frequencies())
+        point = replace(point, metrics={**point.metrics, **extras})
+        self.curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
+        log.info(
+            "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
+            point.index, self.num_evals, point.kimg, point.metrics["val_rel"],
+            eval_point_text(point.metrics, self.metric), self.watch.label,
+        )  # fmt: skip
+        self.runs.on_eval(point, None)
 
 
 def _train_and_score(
-    spec: Spec, cfg: Any, combos: list[Any], data: Any, params: Mapping[str, Any], out: Path, watch: SamplingConfig
+    spec: Spec,
+    cfg: TrainConfig,
+    data: ImageData,
+    *,
+    combos: list[SamplingConfig],
+    params: Mapping[str, Any],
+    out: Path,
+    watch: SamplingConfig,
 ) -> dict[str, Any]:
     """The shared train-and-score path, with the score, copy share and generalisation gap measured at
     every evaluation point (at ``watch``, one sampling combination); then say when to stop."""
     runs = open_runs(spec.tracking, RunInfo("hpo-train", 0, params), tensorboard_dir=out / "tensorboard", local_dir=out)
-    device = resolve_device(cfg.device)
-    scorer = make_scorer(spec.score, data, device=device, cache_dir=spec.data.cache_path / "scoring")
+    scorer = make_scorer(
+        spec.score, data, device=resolve_device(cfg.device), cache_dir=spec.data.cache_path / "scoring"
+    )
     probe = ProgressProbe(scorer, data)
     metric = spec.score.metric_name
-    floor = probe.floor
+    _log_floor(probe.floor, metric)
+    snapshots = out / "ema" if cfg.ema_profiles else None
+    progress = _Progress(probe, runs, watch, snapshots, metric, cfg.num_evals)
+    scored = _train(cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out)
+    _print_sweep(scored, metric, probe.floor, snapshots)
+    noise = _score_noise(scored, progress, cfg)
+    verdict = stop_verdict(points_from_curve(progress.curve), noise=noise, copy_floor=copy_floor_of(probe.floor))
+    print(f"stop verdict: {verdict.text}")
+    _print_run_notes(scored.result, data, cfg)
+    grid = _save_samples(scored, cfg, out)
+    _report_result(runs, scored, probe.floor)
+    runs.close()
+    return {
+        **scored.record(combos),
+        metric: scored.best.score,
+        "sweep": [s.to_dict() for s in scored.sweep.scores],
+        "curve": progress.curve,
+        "watched_sampling": watch.as_dict(),
+        "score_noise_sd": noise,
+        "floor": probe.floor.as_dict(),
+        "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
+        "samples": str(grid),
+        "tensorboard": str(out / "tensorboard"),
+    }
+
+
+def _log_floor(floor: Floor, metric: str) -> None:
     log.info(
         "real held-out images: %s %.4g ± %.2g (%d images), copies %s: the floor",
         metric, floor.score, floor.score_sd, floor.num_images, floor.copy_pixels.text,
     )  # fmt: skip
-    curve: dict[str, dict[str, float]] = {}
-    snapshots = out / "ema" if cfg.ema_profiles else None
 
-    def show(point: EvalPoint, model: DiffusionModel) -> None:
-        weights = weights_at(model, snapshots, watch, step=point.step)
-        extras = probe.measure(weights, watch, class_frequencies=data.class_frequencies())
-        point = dataclasses.replace(point, metrics={**point.metrics, **extras})
-        curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
-        log.info(
-            "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
-            point.index, cfg.num_evals, point.kimg, point.metrics["val_rel"], progress_line(point.metrics, metric),
-            watch.label,
-        )  # fmt: skip
-        runs.on_eval(point, None)
 
+def _train(
+    cfg: TrainConfig,
+    data: ImageData,
+    sweep: SamplingSweep,
+    *,
+    scorer: Scorer,
+    combos: list[SamplingConfig],
+    progress: _Progress,
+    out: Path,
+) -> Scored:
+    """Train (measuring ``progress`` at every evaluation point) and score every combination; a run
+    that diverges closes its trackers and stops with advice."""
     try:
         training = functools.partial(
-            train, cfg, data, on_eval=show, on_sync=runs.on_sync, checkpoint=out / "checkpoint.pt",
-            snapshot_dir=snapshots,
+            train, cfg, data, on_eval=progress, on_sync=progress.runs.on_sync, checkpoint=out / "checkpoint.pt",
+            snapshot_dir=progress.snapshots,
         )  # fmt: skip
-        scored = train_and_score(training, data, scorer, combos, spec.sampling)
+        return train_and_score(training, data, scorer, combos, sweep)
     except TrainingAborted as err:
-        runs.close()
+        progress.runs.close()
         raise HpoError(f"training stopped: {err}; try a lower lr or stronger grad_clip") from None
-    result, sweep = scored.result, scored.sweep
-    print(sweep_table(sweep, metric))
-    if (second := fidelity_text(sweep.best.to_dict(), floor.as_dict())) is not None:
+
+
+def _print_sweep(scored: Scored, metric: str, floor: Floor, snapshots: Path | None) -> None:
+    """The sweep table, the best combination's precision, recall and class accuracy beside the real
+    images', and which EMA length is best (when it was swept)."""
+    print(sweep_table(scored.sweep, metric))
+    if (second := fidelity_text(scored.best.to_dict(), floor.as_dict())) is not None:
         print(f"best combination: {second}")
-    if (line := ema_sentence(sweep.scores)) is not None:
+    if (line := ema_sentence(scored.sweep.scores)) is not None:
         print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")
-    last = weights_at(result.model, snapshots, watch)
-    again = probe.measure(last, watch, class_frequencies=data.class_frequencies(), seed=1)["score"]
-    noise = pair_sd(again, curve[str(cfg.num_evals)]["score"])
-    verdict = stop_verdict(points_from_curve(curve), noise=noise, copy_floor=copy_floor_of(floor))
-    print(f"stop verdict: {verdict.text}")
+
+
+def _score_noise(scored: Scored, progress: _Progress, cfg: TrainConfig) -> float:
+    """The score's standard deviation from one pair: the last evaluation point's score and the final
+    weights scored again at the watched combination with other seeds."""
+    last = weights_at(scored.result.model, progress.snapshots, progress.watch)
+    frequencies = progress.probe.data.class_frequencies()
+    again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1)["score"]
+    return pair_sd(again, progress.curve[str(cfg.num_evals)]["score"])
+
+
+def _print_run_notes(result: TrainResult, data: ImageData, cfg: TrainConfig) -> None:
+    """The hardware line and the doctor's rule of thumb for when this dataset starts being copied."""
     if result.hardware is not None:
         print(f"hardware: {result.hardware.line()}")
     images = int(data.train_images.shape[0])
@@ -185,24 +273,20 @@ def _train_and_score(
         f"the doctor's rule of thumb expects copying after about {supported_kimg(images):g} kimg "
         f"({images} training images × {EPOCHS_BEFORE_MEMORISING} epochs); this run trained {cfg.kimg:g} kimg"
     )
-    best = sweep.best
-    grid = save_grid(
-        sample_images(scored.model(best.sampling), best.sampling, n=64, seed=cfg.seed), out / "samples.png", nrow=8
-    )
+
+
+def _save_samples(scored: Scored, cfg: TrainConfig, out: Path) -> Path:
+    """An 8×8 grid drawn at the best combination, as ``out/samples.png``."""
+    best = scored.best.sampling
+    return save_grid(sample_images(scored.model(best), best, n=64, seed=cfg.seed), out / "samples.png", nrow=8)
+
+
+def _report_result(runs: Runs, scored: Scored, floor: Floor) -> None:
+    """The best combination's numbers (and the floor's score) to the trackers."""
+    best = scored.best
     extras = {"precision": best.precision, "recall": best.recall, "floor": floor.score}
     runs.on_result(
-        {"fid": best.fid, "kid": best.kid, **{k: v for k, v in extras.items() if v is not None}}, {}, result.steps
+        {"fid": best.score, "kid": best.kid, **{k: v for k, v in extras.items() if v is not None}},
+        {},
+        scored.result.steps,
     )
-    runs.close()
-    return {
-        **scored.record(combos),
-        metric: best.fid,
-        "sweep": [s.to_dict() for s in sweep.scores],
-        "curve": curve,
-        "watched_sampling": watch.as_dict(),
-        "score_noise_sd": noise,
-        "floor": floor.as_dict(),
-        "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
-        "samples": str(grid),
-        "tensorboard": str(out / "tensorboard"),
-    }

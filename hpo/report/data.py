@@ -63,7 +63,7 @@ def trial_seconds(t: FrozenTrial, now: datetime.datetime | None = None) -> float
     return (end - t.datetime_start).total_seconds() if end is not None else 0.0
 
 
-def summarise(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
+def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
     p = progress(study, n_trials_of(study), trials)
     done = complete(trials)
     per_kimg = [trial_seconds(t) / float(t.user_attrs["budget_kimg"]) for t in done if t.user_attrs.get("budget_kimg")]
@@ -100,7 +100,7 @@ def best_vs_baseline(s: Summary) -> str:
     head = f"Trial #{s.best.number} scores {best:.4g} against the baseline's {base:.4g} (trial #{s.baseline.number})"
     if s.noise.sd is None:
         return f"{head}: {gain:.3g} better; the noise is not measured yet, so this is not yet evidence."
-    if s.noise.tied(best, base):
+    if s.noise.within_tie_margin(best, base):
         margin = s.noise.tie_margin
         return f"{head}: the {gain:.3g} difference is within the noise (tie margin {margin:.2g}): they are tied."
     return f"{head}: {gain:.3g} better, more than the noise (tie margin {s.noise.tie_margin:.2g}, {s.noise.text()})."
@@ -111,7 +111,7 @@ def ties_with_best(done: Sequence[FrozenTrial], noise: Noise) -> list[int]:
     if not done:
         return []
     best = float(done[0].value)  # type: ignore[arg-type]
-    return [t.number for t in done[1:] if noise.tied(best, float(t.value))]  # type: ignore[arg-type]
+    return [t.number for t in done[1:] if noise.within_tie_margin(best, float(t.value))]  # type: ignore[arg-type]
 
 
 def sweep_of(t: FrozenTrial) -> list[ComboScore]:

@@ -27,7 +27,7 @@ from hpo.report.data import (
     complete,
     failure_groups,
     grid_label,
-    summarise,
+    summarise_study,
     sweep_answer,
     sweep_of,
     ties_with_best,
@@ -408,7 +408,7 @@ def render(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None)
     store = FileSystemArtifactStore(str(artifact_dir)) if artifact_dir is not None and artifact_dir.is_dir() else None
     trials = own_trials(study)
     colours = figures.trial_colours(trials)
-    s = summarise(study, trials)
+    s = summarise_study(study, trials)
     done = complete(trials)
     fid_imp, val_imp = study_importances(trials, s.metric_name)
     learning = [t for t in trials if t.state != TrialState.WAITING]

@@ -22,7 +22,9 @@ class Noise:
     def tie_margin(self) -> float:
         return 2 * math.sqrt(2) * self.sd if self.sd is not None else 0.0
 
-    def tied(self, a: float, b: float) -> bool:
+    def within_tie_margin(self, a: float, b: float) -> bool:
+        """``a`` and ``b`` closer than the tie margin (2·√2·sd): the noise alone could order them (never
+        with no noise measured)."""
         return self.sd is not None and abs(a - b) < self.tie_margin
 
     def text(self) -> str:

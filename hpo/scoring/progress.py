@@ -167,7 +167,7 @@ def fidelity_text(scores: Mapping[str, Any], floor: Mapping[str, Any] | None) ->
     return "; ".join(parts) or None
 
 
-def progress_line(metrics: dict[str, float], metric_name: str) -> str:
+def eval_point_text(metrics: dict[str, float], metric_name: str) -> str:
     """One evaluation point's score, copy share and generalisation gap, as ``hpo train`` prints it."""
     parts = []
     if "score" in metrics:
@@ -188,7 +188,7 @@ def floor_reading(best: float | None, noise: Noise, floor: Mapping[str, float] |
     text = f"real held-out images score {floor['score']:.4g} ({floor.get('num_images', 0):g} images)"
     if best is None or noise.sd is None:
         return text
-    if noise.tied(best, floor["score"]):
+    if noise.within_tie_margin(best, floor["score"]):
         return (
             f"{text}: the best is at the floor, so the metric can no longer rank the best trials; use more samples "
             "(score.num_samples), other features, or a longer budget"

@@ -37,7 +37,7 @@ class ComboScore:
     sampling: SamplingConfig
     stage: Stage  # screen: a first look at screen_samples; full: at score.num_samples (comparable)
     num_samples: int
-    fid: float
+    score: float  # the score's metric (FID, or classifier-FID with score.features: classifier); stored as 'fid'
     kid: float
     class_accuracy: float | None
     seconds: float
@@ -52,14 +52,14 @@ class ComboScore:
         """The number this stage ranks by (lower is better)."""
         if self.ranked_by == "pca" and self.pca_fid is not None:
             return self.pca_fid
-        return self.kid if self.ranked_by == "kid" else self.fid
+        return self.kid if self.ranked_by == "kid" else self.score
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.sampling.as_dict(),
             "stage": self.stage,
             "num_samples": self.num_samples,
-            "fid": self.fid,
+            "fid": self.score,  # the stored key stays "fid": studies already stored keep loading
             "kid": self.kid,
             "class_accuracy": self.class_accuracy,
             "seconds": round(self.seconds, 3),
@@ -100,7 +100,7 @@ class SweepResult:
 
     @property
     def best(self) -> ComboScore:
-        return min(self.full, key=lambda s: s.fid)
+        return min(self.full, key=lambda s: s.score)
 
     @property
     def seconds(self) -> float:
@@ -224,7 +224,7 @@ def sweep_table(result: SweepResult, metric: str) -> str:
         ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
         lines.append(
             f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema} {s.stage:>6} "
-            f"{s.num_samples:7d} {s.fid:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} {fraction(s.recall):>6}{mark}"
+            f"{s.num_samples:7d} {s.score:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} {fraction(s.recall):>6}{mark}"
         )
     by = {s.ranked_by for s in result.scores if s.stage == "screen"} - {"fid"}
     if by:

@@ -127,7 +127,7 @@ class Confirmed:
         return self.spread / math.sqrt(len(self.values)) if self.values else math.inf
 
 
-def tied(a: Confirmed, b: Confirmed) -> bool:
+def within_two_standard_errors(a: Confirmed, b: Confirmed) -> bool:
     """Two configurations are tied when their means differ by less than twice the standard error of
     the difference (over seeds): the data cannot order them."""
     se = math.hypot(a.standard_error, b.standard_error)
@@ -195,10 +195,10 @@ def reading(scored: list[Confirmed], ratio: float) -> str:
     best = min(scored, key=lambda c: c.mean)
     if len(scored) == 1:
         return f"Only trial {winner.trial} has confirmation runs so far: {seed_mean_text(winner)} at {budget}."
-    ties = [c for c in scored if c is not winner and tied(c, winner)]
+    ties = [c for c in scored if c is not winner and within_two_standard_errors(c, winner)]
     if best is winner and not ties:
         text = f"The winner holds at {budget}: trial {winner.trial} ({seed_mean_text(winner)}) beats every other one."
-    elif best is winner or tied(best, winner):
+    elif best is winner or within_two_standard_errors(best, winner):
         names = " and ".join(f"trial {c.trial}" for c in [winner, *ties])
         values = "; ".join(seed_mean_text(c) for c in [winner, *ties])
         text = f"At {budget}, {names} are tied ({values}): the seeds cannot order them."
@@ -210,7 +210,7 @@ def reading(scored: list[Confirmed], ratio: float) -> str:
         )
     baseline = next((c for c in scored if c.baseline), None)
     if baseline is not None and baseline is not best:
-        if tied(baseline, best):
+        if within_two_standard_errors(baseline, best):
             text += f" The baseline (trial {baseline.trial}, {seed_mean_text(baseline)}) is tied with the best."
         else:
             gain = baseline.mean - best.mean

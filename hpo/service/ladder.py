@@ -22,7 +22,7 @@ from scipy.stats import spearmanr
 
 from hpo.scoring.progress import copy_floor_of
 from hpo.scoring.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
-from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading, tied
+from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading, within_two_standard_errors
 from hpo.service.study import FLOOR_ATTR, require_spec
 
 
@@ -89,8 +89,8 @@ def rung_state(scored: list[Confirmed]) -> str:
         return "pending"
     winner, best = scored[0], min(scored, key=lambda c: c.mean)
     if best is winner:
-        return "tied" if any(tied(c, winner) for c in scored[1:]) else "holds"
-    return "tied" if tied(best, winner) else "flips"
+        return "tied" if any(within_two_standard_errors(c, winner) for c in scored[1:]) else "holds"
+    return "tied" if within_two_standard_errors(best, winner) else "flips"
 
 
 def summary_text(rungs: list[Rung]) -> str:

@@ -273,21 +273,21 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
     attrs = {**scored.record(combos), "metric_name": ctx.spec.score.metric_name}
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
-    if not math.isfinite(best.fid):
-        raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.fid}")
+    if not math.isfinite(best.score):
+        raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.score}")
     _ensure_floor(trial, ctx)
     if DATA_ATTR not in trial.study.user_attrs:  # what the study trains on: the report's header
         trial.study.set_user_attr(DATA_ATTR, ctx.data.summary())
-    if _needs_repeat(trial, best.fid):
+    if _needs_repeat(trial, best.score):
         _repeat(trial, ctx, model, best)
     images = _artifacts(trial, ctx, model, best.sampling)
-    metrics = {"fid": best.fid, "kid": best.kid, PRUNING_METRIC: attrs[PRUNING_METRIC]}
+    metrics = {"fid": best.score, "kid": best.kid, PRUNING_METRIC: attrs[PRUNING_METRIC]}
     floor = trial.study.user_attrs.get(FLOOR_ATTR) or {}
     extras = {"class_accuracy": best.class_accuracy, "precision": best.precision, "recall": best.recall,
               "floor": floor.get("score")}  # fmt: skip
     metrics.update({k: float(v) for k, v in extras.items() if v is not None})
     runs.on_result(metrics, images, result.steps)
-    return best.fid
+    return best.score
 
 
 def _needs_repeat(trial: optuna.Trial, fid: float) -> bool:
@@ -304,7 +304,7 @@ def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best:
     again = score(
         ctx.get_scorer(), model, best.sampling, class_frequencies=ctx.data.class_frequencies(), seed=REPEAT_SEED
     )
-    estimate = pair_sd(again.fid, best.fid)
+    estimate = pair_sd(again.fid, best.score)
     trial.set_user_attr("fid_repeat", again.fid)
     trial.set_user_attr("fid_noise", estimate)
     others = [t for t in own_trials(trial.study) if t.number != trial.number]

@@ -16,7 +16,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from hpo.errors import ConfigError
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import SECTIONS, Spec, spec_from_dict
-from hpo.spec.typed import suggest
+from hpo.spec.typed import did_you_mean
 
 MAX_SPEC_BYTES = 1 << 20  # a spec is a page of settings, not a data file
 MAX_NODES = 50_000  # YAML nodes after expanding aliases (an alias bomb expands to billions)
@@ -131,7 +131,7 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
         section, _, name = key.rpartition(".")
         section = section or "train"
         if section not in OVERRIDE_SECTIONS:
-            raise ConfigError(key, f"unknown section {section!r}{suggest(section, OVERRIDE_SECTIONS)}")
+            raise ConfigError(key, f"unknown section {section!r}{did_you_mean(section, OVERRIDE_SECTIONS)}")
         try:
             out.setdefault(section, {})[name] = yaml.safe_load(value)
         except yaml.YAMLError:

@@ -19,7 +19,7 @@ from hpo.spec.counts import CountProblem, count_problems, source_channels
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
 from hpo.spec.rules import HEARTBEAT_INTERVAL, check_budget, check_ddim_steps, check_study_name, grace_seconds, require
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
-from hpo.spec.typed import build, check_keys, coerce, suggest, to_plain
+from hpo.spec.typed import build, check_keys, coerce, did_you_mean, to_plain
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def param_type(name: str, train: TrainConfig) -> Any:
             )
         return Any
     names = [n for n in [*TRAIN_TYPES, *SAMPLING_TYPES] if n != "network"]
-    raise ConfigError(f"search.{name}", f"not a trainer or sampling setting{suggest(str(name), names)}")
+    raise ConfigError(f"search.{name}", f"not a trainer or sampling setting{did_you_mean(str(name), names)}")
 
 
 def build_search(raw: Any, train: TrainConfig) -> dict[str, Param]:

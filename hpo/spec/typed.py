@@ -18,7 +18,7 @@ from hpo.errors import ConfigError
 T = TypeVar("T")
 
 
-def suggest(name: str, valid: typing.Iterable[str]) -> str:
+def did_you_mean(name: str, valid: typing.Iterable[str]) -> str:
     """`` (did you mean 'lr'?)`` when a close valid name exists, else ``''``."""
     close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
@@ -30,7 +30,7 @@ def check_keys(mapping: Mapping[str, Any], valid: typing.Iterable[str], path: st
     for key in mapping:
         if key not in valid:
             where = f"{path}.{key}" if path else str(key)
-            raise ConfigError(where, f"unknown key{suggest(str(key), valid)}; valid keys: {', '.join(valid)}")
+            raise ConfigError(where, f"unknown key{did_you_mean(str(key), valid)}; valid keys: {', '.join(valid)}")
 
 
 def field_names(cls: type) -> list[str]:
@@ -67,7 +67,7 @@ def coerce(value: Any, hint: Any, path: str) -> Any:
         if value not in choices:
             names = ", ".join(str(c) for c in choices)
             raise ConfigError(
-                path, f"unknown value {value!r}{suggest(str(value), map(str, choices))}; expected one of {names}"
+                path, f"unknown value {value!r}{did_you_mean(str(value), map(str, choices))}; expected one of {names}"
             )
         return value
     if origin in (Union, types.UnionType):

@@ -164,7 +164,7 @@ class HardwareSummary:
         return f"{head}; " + ", ".join(parts)
 
 
-def summarise(readings: list[Hardware], *, rss_start_mb: float) -> HardwareSummary:
+def summarise_hardware(readings: list[Hardware], *, rss_start_mb: float) -> HardwareSummary:
     def mean(values: list[float | None]) -> float | None:
         present = [v for v in values if v is not None]
         return sum(present) / len(present) if present else None

@@ -27,7 +27,7 @@ from hpo.training.data import ImageData, to_model_range
 from hpo.training.model import DiffusionModel, build_network, count_parameters
 from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
-from hpo.training.telemetry import Hardware, HardwareSummary, Nvml, Telemetry, rss_mb, summarise
+from hpo.training.telemetry import Hardware, HardwareSummary, Nvml, Telemetry, rss_mb, summarise_hardware
 from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
 
 log = logging.getLogger("hpo.train")
@@ -410,7 +410,7 @@ def _run(
         device=str(trainer.device),
         num_parameters=count_parameters(trainer.model),
         snapshot_dir=snapshot_dir if cfg.ema_profiles else None,
-        hardware=summarise(trainer.readings, rss_start_mb=trainer.rss_start_mb),
+        hardware=summarise_hardware(trainer.readings, rss_start_mb=trainer.rss_start_mb),
     )
 
 
