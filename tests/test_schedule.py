@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from hpo.diffusion.schedule import NoiseSchedule, cosine_betas, linear_betas, make_betas
+from hpo.spec.config import TrainConfig
+from hpo.training.trainer import make_schedule
 
 
 def test_linear_schedule_at_T1000_is_ho_et_al_beta_range() -> None:
@@ -83,3 +85,27 @@ def test_zero_terminal_snr_makes_the_last_step_pure_noise_and_keeps_the_first(na
         scheduler = DDPMScheduler(num_train_timesteps=1000, rescale_betas_zero_snr=True)
         theirs = scheduler.alphas_cumprod.double().numpy()  # type: ignore[attr-defined]
         np.testing.assert_allclose(rescaled.alphas_cumprod, theirs, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["linear", "cosine", "sigmoid"])
+@pytest.mark.parametrize("shift", [-2 * math.log(2), 0.7])
+def test_schedule_shift_moves_every_steps_log_snr_by_the_shift(name: str, shift: float) -> None:
+    plain = NoiseSchedule.create(name, 1000)
+    shifted = NoiseSchedule.create(name, 1000, log_snr_shift=shift)
+    np.testing.assert_allclose(shifted.log_snr - plain.log_snr, shift, rtol=0, atol=1e-9)
+    assert (np.diff(shifted.alphas_cumprod) < 0).all() and shifted.betas.min() > 0
+
+
+def test_no_shift_leaves_the_betas_untouched_and_zero_terminal_snr_stays_pure_noise() -> None:
+    np.testing.assert_array_equal(make_betas("cosine", 500, log_snr_shift=0.0), make_betas("cosine", 500))
+    both = NoiseSchedule.create("linear", 1000, zero_terminal_snr=True, log_snr_shift=-1.5)
+    rescaled = NoiseSchedule.create("linear", 1000, zero_terminal_snr=True)
+    assert both.alphas_cumprod[-1] == 0.0
+    np.testing.assert_allclose(both.log_snr[:-1] - rescaled.log_snr[:-1], -1.5, rtol=0, atol=1e-9)
+
+
+def test_the_trainer_builds_its_schedule_with_the_configs_shift() -> None:
+    """2·ln(64/128): a 128-px run sees at each step the log-SNR a 64-px run sees, minus 1.39."""
+    base = make_schedule(TrainConfig(schedule="cosine"))
+    at_128 = make_schedule(TrainConfig(schedule="cosine", schedule_shift=2 * math.log(64 / 128)))
+    np.testing.assert_allclose(at_128.log_snr - base.log_snr, -1.3863, atol=1e-4)

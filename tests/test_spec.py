@@ -51,6 +51,10 @@ INVALID = {
         "train.kimg: budget of 0.05 kimg at batch_size=64 is 1 steps",
     ),
     "unknown section": ({"serach": {}}, "serach: unknown key (did you mean 'search'?)"),
+    "schedule shift out of range": (
+        {"train": {"schedule_shift": 20}},
+        "train.schedule_shift: must be a log-SNR shift within ±8 (2·ln(64/d) for d-px images: −1.39 at 128), got 20",
+    ),
     "unknown source": ({"data": {"source": "bikes"}}, "data.source: unknown source 'bikes'"),
 }
 

@@ -62,6 +62,18 @@ def rescale_zero_terminal_snr(betas: np.ndarray) -> np.ndarray:
     return 1.0 - alphas
 
 
+def shift_log_snr(betas: np.ndarray, shift: float) -> np.ndarray:
+    """Hoogeboom et al. (2023), "simple diffusion", Sec. 3: every step's log-SNR moved by ``shift``,
+    λ'_t = λ_t + shift, i.e. ᾱ'_t = sigmoid(λ_t + shift) = ᾱ_t / (ᾱ_t + (1 − ᾱ_t)·e^(−shift)).
+    2·ln(64/d) leaves an image of side d as recognisable at each step as the schedule leaves a 64-px
+    one (negative: noisier, for larger images). ᾱ = 0 (zero terminal SNR) stays 0."""
+    if shift == 0.0:
+        return betas
+    a = np.cumprod(1.0 - betas)
+    shifted = a / (a + (1.0 - a) * math.exp(-shift))
+    return 1.0 - np.concatenate([shifted[:1], shifted[1:] / shifted[:-1]])
+
+
 def make_betas(
     name: str,
     T: int,
@@ -70,6 +82,7 @@ def make_betas(
     beta_end: float = 0.02,
     scaled: bool = True,
     zero_terminal_snr: bool = False,
+    log_snr_shift: float = 0.0,
 ) -> np.ndarray:
     if T < 2:
         raise ValueError(f"T must be at least 2, got T={T}")
@@ -81,7 +94,7 @@ def make_betas(
         betas = sigmoid_betas(T)
     else:
         raise ValueError(f"unknown schedule {name!r}; expected one of {', '.join(SCHEDULES)}")
-    return rescale_zero_terminal_snr(betas) if zero_terminal_snr else betas
+    return shift_log_snr(rescale_zero_terminal_snr(betas) if zero_terminal_snr else betas, log_snr_shift)
 
 
 @dataclass(frozen=True, eq=False)

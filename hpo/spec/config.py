@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpo.errors import ConfigError
-from hpo.spec.rules import check_budget, check_sigma_rel, require, steps_in_budget
+from hpo.spec.rules import MAX_SCHEDULE_SHIFT, check_budget, check_sigma_rel, require, steps_in_budget
 
 Schedule = Literal["linear", "cosine", "sigmoid"]
 BetaScaling = Literal["scaled", "none"]
@@ -108,6 +108,7 @@ class TrainConfig:
     beta_end: float = 0.02  # linear schedule: last beta (at T=1000 when beta_scaling is scaled)
     beta_scaling: BetaScaling = "scaled"  # scaled: range given at T=1000, times 1000/T; none: literally over T
     zero_terminal_snr: bool = False  # rescale so the last step is pure noise (Lin et al. 2024)
+    schedule_shift: float = 0.0  # added to every step's log-SNR (Hoogeboom et al. 2023): 2·ln(64/d) at d px
     prediction: Prediction = "eps"  # what the network predicts: eps, v or x0
     loss_weighting: Weighting = "uniform"  # uniform, or min_snr (Hang et al. 2023)
     min_snr_gamma: float = 5.0  # gamma of min-SNR weighting
@@ -184,6 +185,12 @@ class TrainConfig:
             not (self.zero_terminal_snr and self.prediction == "eps"),
             "zero_terminal_snr",
             "needs prediction: v (or x0): at the last step ᾱ = 0 and x0 cannot be recovered from ε (Lin et al. 2024)",
+        )
+        require(
+            abs(self.schedule_shift) <= MAX_SCHEDULE_SHIFT,
+            "schedule_shift",
+            f"must be a log-SNR shift within ±{MAX_SCHEDULE_SHIFT:g} (2·ln(64/d) for d-px images: −1.39 at 128), "
+            f"got {self.schedule_shift}",
         )
         check_budget(self.kimg, self.batch_size, self.num_evals)
 

@@ -64,6 +64,7 @@ def check_study_name(name: str, *, key: str = "study.name") -> None:
 
 MAX_EXTRAPOLATION = 4.0  # the stop forecast reaches at most this many times past its last point
 SIGMA_REL_RANGE = (0.01, 0.28)  # post-hoc EMA lengths; above ≈0.289 (γ = 0) a power profile stops growing
+MAX_SCHEDULE_SHIFT = 8.0  # log-SNR; 2·ln(64/d) reaches it only at d ≈ 3.5k px or below 2 px (and rejects NaN)
 
 
 def check_sigma_rel(value: float, key: str) -> None:

@@ -100,6 +100,7 @@ def make_schedule(cfg: TrainConfig) -> NoiseSchedule:
         beta_end=cfg.beta_end,
         scaled=cfg.beta_scaling == "scaled",
         zero_terminal_snr=cfg.zero_terminal_snr,
+        log_snr_shift=cfg.schedule_shift,
     )
 
 
