@@ -14,13 +14,14 @@ ROOT = Path(__file__).parent.parent / "hpo"
 BELOW = {
     "errors": set(),
     "spec": {"errors"},
+    "analysis": {"spec", "errors"},
     "diffusion": {"errors"},
     "training": {"spec", "diffusion", "errors"},
     "tracking": {"spec", "training", "diffusion", "errors"},
     "scoring": {"spec", "diffusion", "training", "errors"},
     "doctor": {"spec", "diffusion", "training", "errors"},
-    "service": {"spec", "diffusion", "training", "scoring", "tracking", "errors"},
-    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "errors"},
+    "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors"},
+    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors"},
 }
 TOP = {"commands", "cli", "__main__"}  # may import everything
 

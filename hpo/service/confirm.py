@@ -18,6 +18,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import spearmanr
 
+from hpo.analysis.seeds import within_two_standard_errors
 from hpo.errors import HpoError
 from hpo.service.study import create_or_resume, require_spec
 from hpo.service.trials import best_first, own_trials
@@ -125,13 +126,6 @@ class Confirmed:
     @property
     def standard_error(self) -> float:
         return self.spread / math.sqrt(len(self.values)) if self.values else math.inf
-
-
-def within_two_standard_errors(a: Confirmed, b: Confirmed) -> bool:
-    """Two configurations are tied when their means differ by less than twice the standard error of
-    the difference (over seeds): the data cannot order them."""
-    se = math.hypot(a.standard_error, b.standard_error)
-    return abs(a.mean - b.mean) < 2 * se
 
 
 @dataclass(frozen=True)

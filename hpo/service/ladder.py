@@ -20,9 +20,10 @@ import optuna
 from optuna.trial import FrozenTrial
 from scipy.stats import spearmanr
 
+from hpo.analysis.seeds import within_two_standard_errors
 from hpo.scoring.progress import copy_floor_of
 from hpo.scoring.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
-from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading, within_two_standard_errors
+from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading
 from hpo.service.study import FLOOR_ATTR, require_spec
 
 
