@@ -61,7 +61,8 @@ def cpu_bf16() -> bool:
         raise HpoError(f"{CPU_BF16_ENV}={setting!r}: expected 0 (fp32), 1 (bf16) or auto")
     if setting != "auto":
         return setting == "1"
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own (private: looked up)
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
 def default_memory_limit(device: torch.device) -> int:
