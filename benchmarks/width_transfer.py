@@ -9,7 +9,7 @@ width's own best lr (the regret column).
 
     .venv/bin/python benchmarks/width_transfer.py [--kimg 4] [--seeds 2] [--lrs 6] [--widths 8,16,32,64]
 
-Parameterisations: ``standard`` only until µP is built (issue #34); the default follows from this.
+Parameterisations: ``standard`` and ``mup`` (``--parameterizations standard,mup``); the default follows from this.
 """
 
 from __future__ import annotations
@@ -39,7 +39,11 @@ SAMPLING = SamplingConfig(guidance_scale=1.0, ddim_steps=10, eta=0.0)  # budget_
 NET: dict[str, Any] = dict(
     channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64, batch_size=32
 )
-PARAMETERISATIONS: dict[str, dict[str, object]] = {"standard": {}}
+MUP_BASE = 16  # µP's base width: the lr is tuned for base channels 16 (any width in the grid would do)
+PARAMETERISATIONS: dict[str, dict[str, object]] = {
+    "standard": {},
+    "mup": {"parameterization": "mup", "mup_base_channels": MUP_BASE},
+}
 
 
 def score_run(cfg: TrainConfig, data: ImageData, probe: ProgressProbe) -> float:
@@ -94,6 +98,7 @@ def main() -> None:
     parser.add_argument("--lrs", type=int, default=6, help="learning rates, log-spaced over 4e-4..4e-2")
     parser.add_argument("--widths", default="8,16,32,64")
     parser.add_argument("--datasets", default="digits,shapes")
+    parser.add_argument("--parameterizations", default="standard,mup")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))
     args = parser.parse_args()
@@ -108,7 +113,8 @@ def main() -> None:
             cache_dir=args.cache / "scoring",
         )  # fmt: skip
         probe = ProgressProbe(scorer, data)
-        for name, changes in PARAMETERISATIONS.items():
+        for name in args.parameterizations.split(","):
+            changes = PARAMETERISATIONS[name]
             print(
                 f"\n## {source}, {name}: widths {widths}, {len(lrs)} lrs, {args.seeds} seeds, {args.kimg:g} kimg",
                 flush=True,

@@ -473,6 +473,11 @@ def confirm_cmd(
         str | None,
         typer.Option(help="a ladder: multiples of the study's budget, e.g. 1,4,16; one run per seed gives every rung"),
     ] = None,
+    widths: Annotated[
+        str | None,
+        typer.Option(help="a width ladder: multiples of the base channels, e.g. 0.5,1,2; an lr grid at each"),
+    ] = None,
+    lrs: Annotated[int, typer.Option(help="--widths: learning rates per width, a factor 2 apart", min=3)] = 5,
     workers: LocalWorkersOpt = None,
     detach: Annotated[bool, typer.Option("--detach", help="queue the trials and return at once")] = False,
     artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
@@ -487,13 +492,17 @@ def confirm_cmd(
     from hpo.commands.launch import LocalWorkers
     from hpo.errors import HpoError
     from hpo.service.confirm import parse_budgets
+    from hpo.service.width_ladder import parse_widths
 
     logs()
     if budgets is not None and kimg is not None:
         raise HpoError("--budgets and --kimg: give one; --budgets 1,4,16 scores every rung of one long run")
+    if widths is not None and (budgets is not None or kimg is not None):
+        raise HpoError("--widths with --budgets or --kimg: give one; a width ladder trains at the study's budget")
     run_confirm(study, storage=storage, top=top, seeds=seeds, kimg=kimg, detach=detach, artifacts=artifacts,
                 local=LocalWorkers(workers, threads=threads, gpus=gpus), as_json=json_,
-                budgets=parse_budgets(budgets) if budgets is not None else None)  # fmt: skip
+                budgets=parse_budgets(budgets) if budgets is not None else None,
+                widths=parse_widths(widths) if widths is not None else None, lrs=lrs)  # fmt: skip
 
 
 @command("export")

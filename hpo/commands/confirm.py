@@ -4,6 +4,7 @@ the verdict and add it to the study's report."""
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verd
 from hpo.service.storage import open_storage
 from hpo.service.study import FLOOR_ATTR, load, require_spec
 from hpo.service.urls import redact, resolve_url
+from hpo.service.width_ladder import ConfigTransfer, WidthLadder, create_width_companion, width_verdict
 
 
 def verdict_text(v: Verdict, metric: str, floor: dict[str, float] | None = None) -> str:
@@ -97,6 +99,49 @@ def ladder_text(ladder: Ladder, metric: str) -> str:
     return "\n".join(lines)
 
 
+def optima_rows(c: ConfigTransfer) -> list[list[object]]:
+    """Per width: the lr optimum, the best grid lr, the tied interval, its score (mean ± sd over seeds)
+    and how far the fitted rule lr ∝ width^α misses it (the table ``hpo confirm --widths`` prints)."""
+    if c.result is None:
+        return []
+    rows: list[list[object]] = []
+    for o, residual in zip(c.result.optima, c.result.residuals, strict=True):
+        best = o.mean_at(o.grid_lr)
+        edge = f" ({o.edge} edge)" if o.edge else ""
+        score = f"{best.mean:.4g} ± {best.standard_error * math.sqrt(best.seeds):.2g}"
+        rows.append([o.width, f"{o.lr:.3g}{edge}", f"{o.low:.3g}..{o.high:.3g}", score, f"×{residual:.2g}"])
+    return rows
+
+
+def widths_text(ladder: WidthLadder, metric: str) -> str:
+    header = ["width", "optimum lr", "tied lrs", f"{metric} at best", "off the fit"]
+    lines = [f"parameterisation: {ladder.parameterization}; {ladder.finished} of {ladder.expected} runs finished"]
+    for c in ladder.transfers:
+        label = f"#{c.trial}" + (" (baseline)" if c.baseline else "")
+        lines += ["", f"{label} (study {metric} {c.study_value:.4g}): {c.text}"]
+        if c.result is not None:
+            lines += [table(optima_rows(c), header), f"lr ∝ width^{c.result.alpha:+.2f}"]
+    lines += [""] + [r.text for r in ladder.rungs] + [ladder.summary]
+    return "\n".join(lines)
+
+
+def widths_json(ladder: WidthLadder) -> dict[str, Any]:
+    """``hpo confirm --widths ... --json``: what ``widths_text`` prints, as data."""
+    configs = [
+        {"trial": c.trial, "baseline": c.baseline, "study_value": c.study_value, "verdict": c.text,
+         "state": c.result.state if c.result else "pending", "alpha": c.result.alpha if c.result else None,
+         "regret": c.result.regret if c.result else None,
+         "optima": [{"width": o.width, "lr": o.lr, "grid_lr": o.grid_lr, "low": o.low, "high": o.high, "edge": o.edge}
+                    for o in (c.result.optima if c.result else ())]}
+        for c in ladder.transfers
+    ]  # fmt: skip
+    rungs = [{"factor": r.factor, "state": r.state, "verdict": r.text} for r in ladder.rungs]
+    return {
+        "parameterization": ladder.parameterization, "finished": ladder.finished, "expected": ladder.expected,
+        "configurations": configs, "rungs": rungs, "verdict": ladder.summary,
+    }  # fmt: skip
+
+
 def run_confirm(
     study_name: str,
     *,
@@ -108,6 +153,8 @@ def run_confirm(
     detach: bool,
     artifacts: Path,
     budgets: list[int] | None = None,
+    widths: list[float] | None = None,
+    lrs: int = 5,
     as_json: bool = False,
 ) -> None:
     """Queue the confirmation trials, run them on local workers, print the verdict: as text, or
@@ -116,23 +163,35 @@ def run_confirm(
     store = open_storage(url, must_exist=True)
     source = load(store, study_name, redact(url))
     plan = local.plan(url)
-    companion = create_companion(source, store, top=top, seeds=seeds, kimg=kimg, budgets=budgets)
+    if widths is not None:
+        companion = create_width_companion(source, store, top=top, seeds=seeds, factors=widths, lrs=lrs)
+    else:
+        companion = create_companion(source, store, top=top, seeds=seeds, kimg=kimg, budgets=budgets)
     spec = require_spec(companion)
     metric = spec.score.metric_name
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
         rungs = f", scored at {', '.join(f'{b}×' for b in budgets)} the budget" if budgets else ""
+        if widths:
+            rungs = f", at {', '.join(f'{w:g}×' for w in widths)} the width, {lrs} learning rates each"
         print(f"confirmation study {companion.study_name!r}: {spec.study.n_trials} trials at {spec.train.kimg:g} kimg"
               f"{rungs}")  # fmt: skip
         procs = start_workers(url, companion.study_name, plan, threads=local.threads, artifacts=artifacts,
                               detach=detach)  # fmt: skip
         if detach:
-            print(f"{len(plan)} worker(s) started; `hpo confirm {study_name}` again shows the verdict", file=sys.stderr)
+            again = f"hpo confirm {study_name}" + (
+                f" --widths {','.join(f'{w:g}' for w in widths)}" if widths
+                else f" --budgets {','.join(map(str, budgets))}" if budgets else ""
+            )  # fmt: skip
+            print(f"{len(plan)} worker(s) started; `{again}` again shows the verdict", file=sys.stderr)
             return
         follow(companion, spec.study, metric, procs)
         for w in procs:
             w.proc.wait()
         check_workers_finished(companion, spec.study, procs)
-    if budgets is not None:
+    if widths is not None:
+        width_ladder = width_verdict(source, companion)
+        text, data = widths_text(width_ladder, metric), widths_json(width_ladder)
+    elif budgets is not None:
         ladder = ladder_verdict(source, companion)
         text, data = ladder_text(ladder, metric), ladder_json(ladder)
     else:

@@ -25,6 +25,12 @@ class UNetConfig:
     dropout: float = 0.1
     num_classes: int = 0  # 0 = unconditional
     image_size: int = 32
+    mup_base_channels: int = 0  # µP's base width (Yang et al. 2022); 0 = the standard parameterisation
+
+    @property
+    def width_mult(self) -> float:
+        """How much wider than µP's base this network is (1 under the standard parameterisation)."""
+        return self.base_channels / self.mup_base_channels if self.mup_base_channels else 1.0
 
 
 def group_norm(channels: int) -> nn.GroupNorm:
@@ -52,6 +58,17 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     return F.pad(emb, (0, dim % 2))
 
 
+class Readout(nn.Conv2d):
+    """The last convolution, its output times ``mult``: µP's readout multiplier 1/width_mult (1 otherwise)."""
+
+    def __init__(self, cin: int, cout: int, mult: float) -> None:
+        super().__init__(cin, cout, 3, padding=1)
+        self.mult = mult
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * self.mult
+
+
 class ResBlock(nn.Module):
     def __init__(self, cin: int, cout: int, emb_dim: int, dropout: float) -> None:
         super().__init__()
@@ -69,10 +86,12 @@ class ResBlock(nn.Module):
 
 
 class AttentionBlock(nn.Module):
-    """Single-head self-attention with 1×1 convolutional q, k, v and output projections."""
+    """Single-head self-attention with 1×1 convolutional q, k, v and output projections. Logits are
+    scaled by 1/√d, or under µP by 1/d (matching 1/√d at the base width ``channels / width_mult``)."""
 
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, width_mult: float = 1.0) -> None:
         super().__init__()
+        self.scale = None if width_mult == 1.0 else (channels / width_mult) ** -0.5 / width_mult
         self.norm = group_norm(channels)
         self.qkv = nn.Conv2d(channels, 3 * channels, 1)
         self.proj = zero_init(nn.Conv2d(channels, channels, 1))
@@ -80,17 +99,19 @@ class AttentionBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, h, w = x.shape
         q, k, v = self.qkv(self.norm(x)).reshape(b, 3, c, h * w).transpose(-1, -2).unbind(1)
-        out = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None])[:, 0]
+        out = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], scale=self.scale)[:, 0]
         return x + self.proj(out.transpose(-1, -2).reshape(b, c, h, w))
 
 
 class Level(nn.Module):
     """Residual blocks (each optionally followed by attention) at one resolution."""
 
-    def __init__(self, cins: list[int], cout: int, emb_dim: int, dropout: float, attention: bool) -> None:
+    def __init__(
+        self, cins: list[int], cout: int, emb_dim: int, dropout: float, attention: bool, width_mult: float
+    ) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(ResBlock(c, cout, emb_dim, dropout) for c in cins)
-        self.attns = nn.ModuleList(AttentionBlock(cout) if attention else nn.Identity() for _ in cins)
+        self.attns = nn.ModuleList(AttentionBlock(cout, width_mult) if attention else nn.Identity() for _ in cins)
 
     def pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         return list(zip(self.blocks, self.attns, strict=True))
@@ -110,9 +131,8 @@ class UNet(nn.Module):
         self.down = nn.ModuleList()
         self.downsample = nn.ModuleList()
         for i, cout in enumerate(chans):
-            level = Level(
-                [cur] + [cout] * (cfg.num_res_blocks - 1), cout, emb_dim, cfg.dropout, res in cfg.attention_resolutions
-            )
+            cins = [cur] + [cout] * (cfg.num_res_blocks - 1)
+            level = Level(cins, cout, emb_dim, cfg.dropout, res in cfg.attention_resolutions, cfg.width_mult)
             self.down.append(level)
             cur = cout
             skips += [cout] * cfg.num_res_blocks
@@ -122,7 +142,7 @@ class UNet(nn.Module):
                 skips.append(cur)
                 res //= 2
         self.mid1 = ResBlock(cur, cur, emb_dim, cfg.dropout)
-        self.mid_attn = AttentionBlock(cur)
+        self.mid_attn = AttentionBlock(cur, cfg.width_mult)
         self.mid2 = ResBlock(cur, cur, emb_dim, cfg.dropout)
         self.up = nn.ModuleList()
         self.upsample = nn.ModuleList()
@@ -131,12 +151,12 @@ class UNet(nn.Module):
             for _ in range(cfg.num_res_blocks + 1):
                 cins.append(cur + skips.pop())
                 cur = cout
-            self.up.append(Level(cins, cout, emb_dim, cfg.dropout, res in cfg.attention_resolutions))
+            self.up.append(Level(cins, cout, emb_dim, cfg.dropout, res in cfg.attention_resolutions, cfg.width_mult))
             self.upsample.append(nn.Conv2d(cur, cur, 3, padding=1) if i > 0 else nn.Identity())
             if i > 0:
                 res *= 2
         self.out_norm = group_norm(cur)
-        self.out = zero_init(nn.Conv2d(cur, cfg.in_channels, 3, padding=1))
+        self.out = zero_init(Readout(cur, cfg.in_channels, 1.0 / cfg.width_mult))  # µP: its lr stays the base lr
 
     @property
     def null_class(self) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 
 from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.checklist import Checklist
+from hpo.doctor.coord_check import coord_check
 from hpo.doctor.result import Check
 from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
@@ -125,6 +126,9 @@ def run_doctor(
     out.add(check)
     with out.running("model: gradients"):
         out.add(model_checks.gradient_flow(cfg, data, device))
+    if cfg.parameterization == "mup":
+        with out.running("model: coord check"):
+            out.add(coord_check(cfg, data, device))
     out.add(*model_checks.conditioning(overfitted.model, overfitted.info, data))
     with out.running("schedule and budget"):
         out.add(*schedule_and_budget(spec, cfg, data, trainer))

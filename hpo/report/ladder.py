@@ -3,12 +3,14 @@ rank correlation and verdict per rung, the ladder's one sentence, stop verdicts 
 
 from __future__ import annotations
 
+from functools import partial
 from html import escape
 
 import optuna
 import plotly.graph_objects as go
 
 from hpo.report import figures
+from hpo.report.companions import companion_section, not_yet
 from hpo.service.confirm import LADDER_BY
 from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
 
@@ -36,17 +38,16 @@ def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
 
 
 def ladder_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metric: str) -> str:
-    name = study.user_attrs.get(LADDER_BY)
-    if not name:
-        return (
-            "<p>No budget ladder yet: nothing says how this ranking carries over to longer runs.</p>"
-            f"<p class='next'><b>Next:</b> run `hpo confirm {escape(study.study_name)} --budgets 1,4,16` (one run per "
-            "configuration and seed gives every rung).</p>"
-        )
-    try:
-        companion = optuna.load_study(study_name=str(name), storage=storage)
-    except KeyError:
-        return f"<p>The ladder study {escape(str(name))} is gone.</p>"
+    absent = not_yet(
+        "No budget ladder yet: nothing says how this ranking carries over to longer runs.",
+        f"hpo confirm {study.study_name} --budgets 1,4,16",
+        "one run per configuration and seed gives every rung",
+    )
+    body = partial(ladder_body, study, metric=metric)
+    return companion_section(study, storage, LADDER_BY, body, absent=absent, kind="ladder")
+
+
+def ladder_body(study: optuna.Study, companion: optuna.Study, *, metric: str) -> str:
     ladder = ladder_verdict(study, companion)
     head = "".join(f"<th>{r.multiple}× ({r.kimg:g} kimg)</th>" for r in ladder.rungs)
     rows = [

@@ -9,6 +9,7 @@ import base64
 import datetime
 import logging
 from collections.abc import Sequence
+from functools import partial
 from html import escape
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.errors import HpoError
 from hpo.report import figures
 from hpo.report.bundle import loader_html
+from hpo.report.companions import companion_section, next_step
 from hpo.report.data import (
     FailureGroup,
     Summary,
@@ -37,6 +39,7 @@ from hpo.report.data import (
 from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
 from hpo.report.narrow import narrow
+from hpo.report.widths import widths_html
 from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.stopping import validation_trend
 from hpo.scoring.sweep import ema_sentence
@@ -79,10 +82,6 @@ def sampling_text(t: FrozenTrial) -> str:
 
 def param_text(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def next_step(text: str) -> str:
-    return f"<p class='next'><b>Next:</b> {escape(text)}</p>"
 
 
 def narrow_step(study: optuna.Study, trials: Sequence[FrozenTrial], metric: str) -> str:
@@ -277,15 +276,14 @@ def hardware_html(trials: Sequence[FrozenTrial], most: int = 40) -> str:
 
 
 def confirm_html(study: optuna.Study, storage: optuna.storages.BaseStorage) -> str:
-    name = study.user_attrs.get(CONFIRMED_BY)
-    if not name:
-        return "<p>Not confirmed yet: the ranking above comes from shortened runs.</p>" + next_step(
-            f"run `hpo confirm {study.study_name}` to retrain the top configurations with fresh seeds."
-        )
-    try:
-        companion = optuna.load_study(study_name=str(name), storage=storage)
-    except KeyError:
-        return f"<p>The confirmation study {escape(str(name))} is gone.</p>"
+    absent = "<p>Not confirmed yet: the ranking above comes from shortened runs.</p>" + next_step(
+        f"run `hpo confirm {study.study_name}` to retrain the top configurations with fresh seeds."
+    )
+    body = partial(confirm_body, study)
+    return companion_section(study, storage, CONFIRMED_BY, body, absent=absent, kind="confirmation")
+
+
+def confirm_body(study: optuna.Study, companion: optuna.Study) -> str:
     v = verdict(study, companion)
     rows = "".join(
         f"<tr><td>#{c.trial}{' (baseline)' if c.baseline else ''}</td><td>{c.study_value:.4g}</td>"
@@ -450,6 +448,8 @@ def render(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None)
         "<h2>Is it still learning at longer budgets? When to stop?</h2>",
         stop_html(done),
         ladder_html(study, storage, s.metric_name),
+        "<h2>Does the learning rate hold on a wider network?</h2>",
+        widths_html(study, storage, s.metric_name),
         "<h2>Failures and pruned trials</h2>",
         failures_html(failure_groups(trials)),
         "<h2>Hardware</h2>",

@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.storages import RDBStorage
@@ -78,18 +79,13 @@ def create_companion(
     is scored at every multiple on the way: one evaluation point per multiple of the budget."""
     spec = require_spec(study)
     configs = pick_configurations(study, top)
-    raw = spec.to_dict()
     name = companion_name(study.study_name, ladder=budgets is not None)
-    raw["study"] = {**raw["study"], "name": name, "n_trials": len(configs) * seeds}
-    raw["train"] = {**raw["train"], "kimg": kimg if kimg is not None else spec.train.kimg}
+    train: dict[str, object] = {"kimg": kimg if kimg is not None else spec.train.kimg}
     if budgets is not None:
-        raw["train"].update(kimg=spec.train.kimg * budgets[-1], num_evals=budgets[-1])
-    seed_values = [SEED_BASE + i for i in range(1, seeds + 1)]
-    raw["search"] = {k: v for k, v in raw["search"].items() if k != "kimg"}
-    raw["search"]["seed"] = {"type": "categorical", "choices": seed_values}
-    raw.update(pruner={"name": "none"}, sampler={"name": "random", "seed": 0}, baselines=[])
-    companion_spec = spec_from_dict(raw, file=f"confirmation of {study.study_name}")
-    companion, created = create_or_resume(companion_spec, storage)
+        train.update(kimg=spec.train.kimg * budgets[-1], num_evals=budgets[-1])
+    seed_values = seed_choices(seeds)
+    raw = companion_raw(study, name, n_trials=len(configs) * seeds, train=train, search={"seed": seed_values})
+    companion, created = create_or_resume(spec_from_dict(raw, file=f"confirmation of {study.study_name}"), storage)
     if created:
         companion.set_user_attr(CONFIRM_OF, study.study_name)
         if budgets is not None:
@@ -105,6 +101,25 @@ def create_companion(
                 companion.enqueue_trial({**params, "seed": seed}, user_attrs=attrs)
     study.set_user_attr(LADDER_BY if budgets is not None else CONFIRMED_BY, name)
     return companion
+
+
+def seed_choices(seeds: int) -> list[int]:
+    return [SEED_BASE + i for i in range(1, seeds + 1)]
+
+
+def companion_raw(
+    study: optuna.Study, name: str, *, n_trials: int, train: dict[str, object], search: dict[str, list[Any]]
+) -> dict[str, Any]:
+    """The study's spec as a companion's: its own name and trial count, ``train`` settings replaced,
+    the parameters in ``search`` (and kimg) taken out of the search space and offered as exactly those
+    choices, no pruning, no baselines: every trial is enqueued by the companion's creator."""
+    raw = require_spec(study).to_dict()
+    raw["study"] = {**raw["study"], "name": name, "n_trials": n_trials}
+    raw["train"] = {**raw["train"], **train}
+    raw["search"] = {k: v for k, v in raw["search"].items() if k != "kimg" and k not in search}
+    raw["search"].update({k: {"type": "categorical", "choices": v} for k, v in search.items()})
+    raw.update(pruner={"name": "none"}, sampler={"name": "random", "seed": 0}, baselines=[])
+    return raw
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ Weighting = Literal["uniform", "min_snr"]
 LrSchedule = Literal["constant", "cosine", "linear"]
 POSTHOC_PROFILES = (0.05, 0.10)  # the power EMAs tracked for a swept EMA length (EDM2's defaults)
 Features = Literal["inception", "classifier"]
+Parameterization = Literal["standard", "mup"]
 
 TORCHVISION_DATASETS = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "SVHN")
 MAX_IMAGE_SIZE = 1024
@@ -135,6 +136,8 @@ class TrainConfig:
     num_res_blocks: int = 1  # builtin UNet: residual blocks per level
     attention_resolutions: tuple[int, ...] = ()  # builtin UNet: feature-map sizes with self-attention, e.g. [8]
     dropout: float = 0.1  # builtin UNet: dropout in residual blocks
+    parameterization: Parameterization = "standard"  # builtin UNet: standard, or mup (lr transfers across width)
+    mup_base_channels: int = 32  # mup: the width at which it equals standard; lr etc. are tuned for it
     conditional: bool = True  # class-conditional when the data has several classes
     p_uncond: float = 0.1  # label dropout, trains the null class for classifier-free guidance
     # runtime
@@ -180,6 +183,13 @@ class TrainConfig:
             all(0 < m <= 64 for m in self.channel_mult), "channel_mult", f"must be in 1..64, got {self.channel_mult}"
         )
         within(self.num_res_blocks, 1, 16, "num_res_blocks")
+        within(self.mup_base_channels, 1, 4096, "mup_base_channels")
+        require(
+            self.parameterization == "standard" or self.network.factory == "builtin",
+            "parameterization",
+            f"mup is built for the builtin UNet; network.factory {self.network.factory!r} needs parameterization: "
+            "standard (or its own µP)",
+        )
         require(bool(DEVICE.fullmatch(self.device)), "device", f"{self.device!r}: expected auto, cpu, cuda or cuda:N")
         require(
             not (self.zero_terminal_snr and self.prediction == "eps"),

@@ -19,6 +19,7 @@ from hpo.diffusion.unet import UNet, UNetConfig
 from hpo.errors import HpoError
 from hpo.spec.config import TrainConfig
 from hpo.training.data import ImageData
+from hpo.training.mup import lr_scales
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +69,7 @@ def network_for(cfg: TrainConfig, info: NetInfo) -> nn.Module:
 
 
 def builtin_unet(cfg: TrainConfig, info: NetInfo) -> UNet:
+    mup = cfg.parameterization == "mup"
     return UNet(
         UNetConfig(
             in_channels=info.channels,
@@ -78,8 +80,19 @@ def builtin_unet(cfg: TrainConfig, info: NetInfo) -> UNet:
             dropout=cfg.dropout,
             num_classes=info.num_classes,
             image_size=info.image_size,
+            mup_base_channels=cfg.mup_base_channels if mup else 0,
         )
     )
+
+
+def lr_scales_for(cfg: TrainConfig, info: NetInfo, net: nn.Module) -> dict[str, float] | None:
+    """µP's per-parameter Adam lr multipliers for ``net`` (None under the standard parameterisation),
+    from the shapes of the same network at the base width, built on the meta device (no memory)."""
+    if cfg.parameterization != "mup":
+        return None
+    with torch.device("meta"):
+        base = builtin_unet(cfg.replace(base_channels=cfg.mup_base_channels), info)
+    return lr_scales(net, base)
 
 
 def resolve_factory(name: str) -> Callable[..., Any]:

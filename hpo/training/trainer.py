@@ -24,7 +24,8 @@ from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
 from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.training.data import ImageData, to_model_range
-from hpo.training.model import DiffusionModel, build_network, count_parameters
+from hpo.training.model import DiffusionModel, build_network, count_parameters, lr_scales_for
+from hpo.training.mup import param_groups
 from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
 from hpo.training.telemetry import Hardware, HardwareSummary, Nvml, Telemetry, rss_mb, summarise_hardware
@@ -178,7 +179,7 @@ class Trainer:
         self.power = PowerEmas(self.model, cfg.ema_profiles) if cfg.ema_profiles else None
         self.net: Any = torch.compile(self.model) if cfg.compile else self.model
         self.opt = torch.optim.AdamW(
-            self.model.parameters(),
+            param_groups(self.model, lr_scales_for(cfg, self.info, self.model)),
             lr=cfg.lr,
             betas=(cfg.adam_beta1, cfg.adam_beta2),
             weight_decay=cfg.weight_decay,
@@ -219,7 +220,7 @@ class Trainer:
     def train_step(self) -> None:
         cfg = self.cfg
         for group in self.opt.param_groups:
-            group["lr"] = lr_at(cfg, self.step)
+            group["lr"] = lr_at(cfg, self.step) * group.get("lr_scale", 1.0)  # absent in pre-µP checkpoints
         started = time.perf_counter()
         x, labels = self.batch()
         self.telemetry.add_wait(time.perf_counter() - started)
