@@ -4,6 +4,7 @@ ranking carries over — on planted grids, and end to end through a worker proce
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -141,3 +142,10 @@ def test_hpo_confirm_widths_trains_each_width_and_lr_through_a_worker_and_report
     assert "lr ∝ width^" in out.stdout and "tied lrs" in out.stdout, out.stdout
     page = (tmp_path / "reports" / "wid.html").read_text()
     assert "Does the learning rate hold on a wider network?" in page and "against lr per width" in page
+    again = hpo("confirm", "wid", "--widths", "1,2", "--lrs", "3", "--top", "1", "--seeds", "1", "--json",
+                "--workers", "0", url=url, cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    data = json.loads(again.stdout)
+    assert data["companion"] == "wid-widths" and data["finished"] == data["expected"] == 6
+    (config,) = data["configurations"]
+    assert [o["width"] for o in config["optima"]] == [8, 16] and config["state"] in ("holds", "drifts", "undetermined")

@@ -27,6 +27,7 @@ from hpo.training.trainer import Trainer
 
 WIDTH_FACTORS = (0.25, 0.5, 1.0)  # of the run's base_channels: the widest is the run's own network
 MAX_GROWTH = 0.75  # exponent of width: µP measured ≤ 0.61 here, the standard parameterisation ≥ 1.1 (digits)
+MAX_BATCH = 32  # the check's batch (measured at 32); a large one only slows it
 PROBE_T = 500.0  # the fixed input's timestep (of 1000) and its noise share below
 PROBE_NOISE = 0.7
 Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # x_t, t, labels
@@ -106,7 +107,14 @@ def growth_exponent(widths: list[int], sizes: list[float]) -> float:
 def coord_growth(cfg: TrainConfig, data: ImageData, device: torch.device, steps: int = 3) -> list[LayerGrowth]:
     """Each layer's growth exponents over :func:`widths_for` the run's width, in forward order."""
     widths = widths_for(cfg.base_channels)
-    quiet = cfg.replace(dropout=0.0, grad_clip=0.0, warmup_kimg=0.0, p_uncond=0.0, compile=False)
+    quiet = cfg.replace(
+        dropout=0.0,
+        grad_clip=0.0,
+        warmup_kimg=0.0,
+        p_uncond=0.0,
+        compile=False,
+        batch_size=min(cfg.batch_size, MAX_BATCH),
+    )
     per_width = [layer_sizes(quiet.replace(base_channels=w), data, device, steps) for w in widths]
     return [
         LayerGrowth(

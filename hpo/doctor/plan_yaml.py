@@ -89,6 +89,8 @@ def train(plan: Plan) -> list[str]:
         ("base_channels", net.base_channels, f"{kind}: {net.parameters / 1e6:.1f}M parameters"),
         ("channel_mult", list(net.channel_mult), f"resolutions {res} px: down to 8 px (4 at 32 px on a GPU)"),
         ("num_res_blocks", net.num_res_blocks, "residual blocks per resolution"),
+        ("parameterization", "mup", "µP: the lr found here holds at other widths (docs/transfer.md)"),
+        ("mup_base_channels", net.base_channels, "the width the lr ranges below are for: this network's"),
         *(attention if at else []),
         ("dropout", 0.1, "regularises a small image collection"),
         ("hflip", True, "mirrors at random: right for most photos; false for text or digits"),
