@@ -29,15 +29,16 @@ from tests.service_helpers import hpo, write_spec
 from tests.study_builders import add, random_params
 
 
-def planted(tmp_path: Path, alpha: float, *, second_wins_at_width: bool = False) -> optuna.Study:
+def planted(tmp_path: Path, alpha: float, *, second_wins_at_width: bool = False) -> tuple[optuna.Study, optuna.Study]:
     """A source study (#1 the winner, #2 second, #0 baseline) whose width ladder (widths 8/16/32, 5 lrs,
     2 seeds) scores (log lr − log lr_opt)² + the configuration's offset, lr_opt = lr × (width/8)^alpha."""
     spec = load_spec(write_spec(tmp_path, "s.yaml", study={"name": "src", "n_trials": 9}))
-    source, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    store = open_storage(f"sqlite:///{tmp_path / 'hpo.db'}")
+    source, _ = create_or_resume(spec, store)
     rng = np.random.default_rng(5)
     for i, value in enumerate([8.0, 6.0, 7.0]):
         add(source, {**random_params(rng), "lr": 1e-3}, value=value, curve=[1.0] * 2, baseline=i == 0)
-    companion = create_width_companion(source, source._storage, top=2, seeds=2, factors=[1, 2, 4], lrs=5)  # type: ignore[arg-type]
+    companion = create_width_companion(source, store, top=2, seeds=2, factors=[1, 2, 4], lrs=5)
     offsets = {1: 1.0, 2: 1.5, 0: 3.0}
     search = require_spec(companion).search
     for _ in range(companion_size(companion)):
@@ -50,7 +51,7 @@ def planted(tmp_path: Path, alpha: float, *, second_wins_at_width: bool = False)
         seed_noise = 0.01 * (1 if params["seed"] % 2 else -1)
         optimum = 1e-3 * (width / 8) ** alpha
         companion.tell(trial, math.log(lr / optimum) ** 2 + offset + seed_noise)
-    return source
+    return source, companion
 
 
 def companion_size(companion: optuna.Study) -> int:
@@ -58,22 +59,19 @@ def companion_size(companion: optuna.Study) -> int:
 
 
 def test_an_lr_optimum_that_stays_put_across_widths_is_said_to_transfer(tmp_path: Path) -> None:
-    source = planted(tmp_path, alpha=0.0)
-    ladder = width_verdict(source, optuna.load_study(study_name="src-widths", storage=source._storage))
+    ladder = width_verdict(*planted(tmp_path, alpha=0.0))
     assert [c.trial for c in ladder.transfers] == [1, 2, 0]  # the study's order
     winner = ladder.transfers[0]
     assert winner.result is not None and winner.result.state == "holds"
     assert [o.width for o in winner.result.optima] == [8, 16, 32]
     assert all(o.lr == pytest.approx(1e-3, rel=0.05) for o in winner.result.optima)
     assert ladder.summary.startswith("Trial 1: the lr transfers")
-    assert [r.state for r in ladder.rungs] == [
-        "holds"
-    ] * 3 and ladder.finished == ladder.expected == 90  # 3 configurations × 3 widths × 5 lrs × 2 seeds
+    assert [r.state for r in ladder.rungs] == ["holds"] * 3
+    assert ladder.finished == ladder.expected == 90  # 3 configurations × 3 widths × 5 lrs × 2 seeds
 
 
 def test_an_lr_optimum_that_falls_with_width_is_fitted_and_the_rule_given(tmp_path: Path) -> None:
-    source = planted(tmp_path, alpha=-0.5)
-    ladder = width_verdict(source, optuna.load_study(study_name="src-widths", storage=source._storage))
+    ladder = width_verdict(*planted(tmp_path, alpha=-0.5))
     result = ladder.transfers[0].result
     assert result is not None and result.state == "drifts"
     assert result.alpha == pytest.approx(-0.5, abs=0.1)
@@ -81,23 +79,22 @@ def test_an_lr_optimum_that_falls_with_width_is_fitted_and_the_rule_given(tmp_pa
 
 
 def test_an_optimum_that_leaves_the_lr_grid_is_not_placed_and_says_where(tmp_path: Path) -> None:
-    source = planted(tmp_path, alpha=-1.0)  # width 32's optimum, 2.5e-4, is the grid's lowest lr
-    ladder = width_verdict(source, optuna.load_study(study_name="src-widths", storage=source._storage))
+    ladder = width_verdict(*planted(tmp_path, alpha=-1.0))  # width 32's optimum, 2.5e-4, is the grid's lowest lr
     assert "not placed" in ladder.summary and "width 32 at the low end" in ladder.summary
 
 
 def test_a_ranking_that_flips_at_a_wider_network_is_named(tmp_path: Path) -> None:
-    source = planted(tmp_path, alpha=0.0, second_wins_at_width=True)
-    ladder = width_verdict(source, optuna.load_study(study_name="src-widths", storage=source._storage))
+    ladder = width_verdict(*planted(tmp_path, alpha=0.0, second_wins_at_width=True))
     assert [r.state for r in ladder.rungs] == ["holds", "holds", "flips"]
     assert "the ranking does not carry over: at 4× the width, trial 2" in ladder.summary
 
 
 def test_an_unfinished_ladder_says_how_far_it_is(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, "s.yaml", study={"name": "src", "n_trials": 9}))
-    source, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    store = open_storage(f"sqlite:///{tmp_path / 'hpo.db'}")
+    source, _ = create_or_resume(spec, store)
     add(source, {**random_params(np.random.default_rng(0)), "lr": 1e-3}, value=5.0, curve=[1.0])
-    companion = create_width_companion(source, source._storage, top=1, seeds=1, factors=[1, 2], lrs=3)  # type: ignore[arg-type]
+    companion = create_width_companion(source, store, top=1, seeds=1, factors=[1, 2], lrs=3)
     trial = companion.ask()
     suggest(trial, require_spec(companion).search)
     companion.tell(trial, 4.0)
