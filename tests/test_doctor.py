@@ -63,8 +63,9 @@ def test_frozen_layer_is_named(digits8: ImageData, monkeypatch: pytest.MonkeyPat
 def test_a_parameter_the_optimizer_does_not_step_is_named(digits8: ImageData, monkeypatch: pytest.MonkeyPatch) -> None:
     real = torch.optim.AdamW
 
-    def without_class_embedding(params, **kwargs):  # type: ignore[no-untyped-def]
-        return real([p for p in params if p.shape[0] != 11], **kwargs)  # the 10 classes + the null class
+    def without_class_embedding(groups, **kwargs):  # type: ignore[no-untyped-def]
+        kept = [{**g, "params": [p for p in g["params"] if p.shape[0] != 11]} for g in groups]  # 10 classes + null
+        return real(kept, **kwargs)
 
     monkeypatch.setattr(train_module.torch.optim, "AdamW", without_class_embedding)
     check = model_checks.gradient_flow(tiny_config(), digits8, CPU)
