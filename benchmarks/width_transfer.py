@@ -82,8 +82,7 @@ def print_transfer(result: Transfer) -> None:
         f"  {'width':>5} {'optimum lr':>10} {'grid best':>9} {'tied lrs':>17} {'score':>7} {'seed sd':>7} {'on fit':>6}"
     )
     for o, residual in zip(result.optima, result.residuals, strict=True):
-        best = o.mean_at(o.grid_lr)
-        sd = best.standard_error * math.sqrt(best.seeds)
+        best, sd = o.best, o.best.spread
         edge = f" ({o.edge} edge)" if o.edge else ""
         print(
             f"  {o.width:5d} {o.lr:10.3g} {o.grid_lr:9.3g} {o.low:8.3g}..{o.high:<8.3g} {best.mean:7.3g} {sd:7.2g} "

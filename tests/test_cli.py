@@ -47,9 +47,12 @@ def test_read_only_commands_refuse_a_missing_embedded_database_and_create_nothin
         (["--budgets", "1,x"], "error: --budgets '1,x': expected whole multiples of the study's budget from 1 to 64"),
         (["--budgets", "0,4"], "error: --budgets '0,4': expected whole multiples"),
         (["--budgets", "1,4", "--kimg", "32"], "error: --budgets and --kimg: give one"),
+        (["--widths", "1"], "error: --widths '1': expected two or more multiples of the study's base channels"),
+        (["--widths", "0,1"], "error: --widths '0,1': expected two or more multiples"),
+        (["--widths", "1,2", "--budgets", "1,4"], "error: --widths with --budgets or --kimg: give one"),
     ],
 )
-def test_confirm_refuses_bad_budgets_in_one_line_and_creates_nothing(
+def test_confirm_refuses_bad_budgets_and_widths_in_one_line_and_creates_nothing(
     args: list[str], message: str, tmp_path: Path
 ) -> None:
     code, _, err = run_cli(["confirm", "x", *args])

@@ -56,6 +56,12 @@ INVALID = {
         "train.schedule_shift: must be a log-SNR shift within ±8 (2·ln(64/d) for d-px images: −1.39 at 128), got 20",
     ),
     "unknown source": ({"data": {"source": "bikes"}}, "data.source: unknown source 'bikes'"),
+    "mup on a network factory": (
+        {"train": {"parameterization": "mup", "network": {"factory": "diffusers"}}},
+        "train.parameterization: mup is built for the builtin UNet; network.factory 'diffusers' needs "
+        "parameterization: standard",
+    ),
+    "unknown parameterisation": ({"train": {"parameterization": "mu"}}, "train.parameterization"),
 }
 
 

@@ -37,6 +37,11 @@ class LrMean:
     standard_error: float  # of the mean (0 with one seed)
     seeds: int
 
+    @property
+    def spread(self) -> float:
+        """Standard deviation over the seeds."""
+        return self.standard_error * math.sqrt(self.seeds)
+
 
 @dataclass(frozen=True)
 class Optimum:
@@ -47,6 +52,11 @@ class Optimum:
     high: float
     edge: str | None  # "low" or "high" when the best grid point is the grid's end: the optimum may lie beyond
     means: tuple[LrMean, ...]  # by lr
+
+    @property
+    def best(self) -> LrMean:
+        """The best grid point's mean over seeds."""
+        return self.mean_at(self.grid_lr)
 
     def mean_at(self, lr: float) -> LrMean:
         """The grid point nearest ``lr`` in log scale."""

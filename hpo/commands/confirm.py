@@ -4,7 +4,6 @@ the verdict and add it to the study's report."""
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,9 +105,8 @@ def optima_rows(c: ConfigTransfer) -> list[list[object]]:
         return []
     rows: list[list[object]] = []
     for o, residual in zip(c.result.optima, c.result.residuals, strict=True):
-        best = o.mean_at(o.grid_lr)
         edge = f" ({o.edge} edge)" if o.edge else ""
-        score = f"{best.mean:.4g} ± {best.standard_error * math.sqrt(best.seeds):.2g}"
+        score = f"{o.best.mean:.4g} ± {o.best.spread:.2g}"
         rows.append([o.width, f"{o.lr:.3g}{edge}", f"{o.low:.3g}..{o.high:.3g}", score, f"×{residual:.2g}"])
     return rows
 

@@ -42,6 +42,11 @@ def group_norm(channels: int) -> nn.GroupNorm:
     return nn.GroupNorm(groups, channels)
 
 
+def scaled_channels(channels: int, factor: float) -> int:
+    """``channels × factor`` in a multiple of 4 (``group_norm``'s group size), at least 4."""
+    return max(4, 4 * round(channels * factor / 4))
+
+
 def zero_init(module: nn.Module) -> nn.Module:
     """Zero the weights of a layer that ends a residual branch, so each block starts as identity."""
     for p in module.parameters():

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpo.diffusion.unet import scaled_channels
 from hpo.doctor.result import Check
 from hpo.spec.config import TrainConfig
 from hpo.training.data import ImageData
@@ -43,7 +44,7 @@ class LayerGrowth:
 def widths_for(base_channels: int) -> list[int]:
     """The check's widths: fractions of the run's width in multiples of 4 (group norm's group size),
     or for a network under 16 channels its width doubled twice."""
-    widths = sorted({max(4, 4 * round(base_channels * f / 4)) for f in WIDTH_FACTORS})
+    widths = sorted({scaled_channels(base_channels, f) for f in WIDTH_FACTORS})
     return widths if len(widths) == len(WIDTH_FACTORS) else [base_channels, 2 * base_channels, 4 * base_channels]
 
 

@@ -40,7 +40,7 @@ def optima_table(c: ConfigTransfer) -> str:
         raise ValueError(f"trial {c.trial}'s width ladder is not finished: no optima")
     rows = "".join(
         f"<tr><td>{o.width}</td><td>{o.lr:.3g}{f' ({o.edge} edge)' if o.edge else ''}</td>"
-        f"<td>{o.low:.3g}..{o.high:.3g}</td><td>{o.mean_at(o.grid_lr).mean:.4g}</td><td>×{r:.2g}</td></tr>"
+        f"<td>{o.low:.3g}..{o.high:.3g}</td><td>{o.best.mean:.4g}</td><td>×{r:.2g}</td></tr>"
         for o, r in zip(c.result.optima, c.result.residuals, strict=True)
     )
     return (

@@ -19,6 +19,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.transfer import Transfer, TransferRun, transfer
+from hpo.diffusion.unet import scaled_channels
 from hpo.errors import HpoError
 from hpo.service.confirm import (
     CONFIRM_OF,
@@ -59,8 +60,8 @@ def lr_grid(lr: float, count: int) -> list[float]:
 
 
 def widths_of(base_channels: int, factors: list[float]) -> list[int]:
-    """Base channels at each multiple, in multiples of 4 (group norm's group size), at least 4."""
-    widths = [max(4, 4 * round(base_channels * f / 4)) for f in factors]
+    """Base channels at each multiple (:func:`~hpo.diffusion.unet.scaled_channels`), each once."""
+    widths = [scaled_channels(base_channels, f) for f in factors]
     if len(set(widths)) != len(widths):
         raise HpoError(
             f"--widths {','.join(f'{f:g}' for f in factors)}: at base channels {base_channels} these give "
