@@ -27,7 +27,7 @@ from hpo.training.data import ImageData
 from hpo.training.trainer import Trainer
 
 WIDTH_FACTORS = (0.25, 0.5, 1.0)  # of the run's base_channels: the widest is the run's own network
-MAX_GROWTH = 0.75  # exponent of width: µP measured ≤ 0.61 here, the standard parameterisation ≥ 1.1 (digits)
+MAX_GROWTH = 0.75  # exponent of width: µP ≤ 0.61, standard ≥ 1.19 (digits; benchmarks/coord_check.py)
 MAX_BATCH = 32  # the check's batch (measured at 32); a large one only slows it
 PROBE_T = 500.0  # the fixed input's timestep (of 1000) and its noise share below
 PROBE_NOISE = 0.7
