@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
 from benchmarks.tabular import NUM_EVALS, Measured, Table, build, cell_key, replay_trial
-from hpo.service.pruning import BASELINE_ATTR, make_pruner
+from hpo.analysis.record import BASELINE_ATTR
+from hpo.service.pruning import make_pruner
 from hpo.spec.spec import spec_from_dict
 
 UNGUARDED = {"spare_until_complete": 0}  # the pruner alone, without the baseline guard

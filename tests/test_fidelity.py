@@ -65,8 +65,8 @@ def test_the_floor_is_measured_once_per_study_and_stored_on_it() -> None:
 
     import optuna
 
+    from hpo.analysis.record import FLOOR_ATTR
     from hpo.service.objective import _ensure_floor
-    from hpo.service.study import FLOOR_ATTR
 
     measured: list[int] = []
 

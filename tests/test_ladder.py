@@ -11,11 +11,12 @@ import numpy as np
 import optuna
 import pytest
 
+from hpo.analysis.record import FLOOR_ATTR, LADDER
 from hpo.errors import HpoError
-from hpo.service.confirm import LADDER, create_companion, parse_budgets
+from hpo.service.confirm import create_companion, parse_budgets
 from hpo.service.ladder import ladder_verdict
 from hpo.service.storage import open_storage
-from hpo.service.study import FLOOR_ATTR, create_or_resume
+from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
 from tests.service_helpers import hpo, study_report, write_spec
 from tests.study_builders import add, random_params

@@ -18,7 +18,7 @@ BELOW = {
     "diffusion": {"errors"},
     "training": {"spec", "diffusion", "errors"},
     "tracking": {"spec", "training", "diffusion", "errors"},
-    "scoring": {"spec", "diffusion", "training", "errors"},
+    "scoring": {"spec", "diffusion", "training", "analysis", "errors"},
     "doctor": {"spec", "diffusion", "training", "errors"},
     "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors"},
     "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors"},

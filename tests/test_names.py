@@ -10,10 +10,10 @@ from pathlib import Path
 import optuna
 import pytest
 
+from hpo.analysis.record import SPEC_ATTR
 from hpo.report.render import report_path
 from hpo.service.names import path_component
 from hpo.service.storage import open_storage
-from hpo.service.study import SPEC_ATTR
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
 from tests.cli import run_cli

@@ -13,7 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.service.study import DATA_ATTR, FLOOR_ATTR
+from hpo.analysis.record import DATA_ATTR, FLOOR_ATTR
 from tests.browser import browse
 from tests.service_helpers import study_report
 from tests.study_builders import add, new_study, planted_sweep, random_params

@@ -159,8 +159,8 @@ def test_reports_of_known_studies_render_in_chromium_within_the_page_width(
     ],
 )
 def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floor: float, expected: str) -> None:
+    from hpo.analysis.record import FLOOR_ATTR
     from hpo.commands.status import status_text
-    from hpo.service.study import FLOOR_ATTR
 
     study = new_study(tmp_path, "scaled")
     rng = np.random.default_rng(5)

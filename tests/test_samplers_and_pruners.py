@@ -10,7 +10,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.service.pruning import BASELINE_ATTR, make_pruner
+from hpo.analysis.record import BASELINE_ATTR
+from hpo.service.pruning import make_pruner
 from hpo.service.study import (
     AUTO_GP_UP_TO,
     make_sampler,

@@ -14,11 +14,11 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 from sqlalchemy import text
 
+from hpo.analysis.record import ENDING_ATTRS
 from hpo.service.startlock import StartLock
 from hpo.service.storage import open_storage
 from hpo.service.study import RETRY_GRACE, progress
 from hpo.service.trials import (
-    ENDING_ATTRS,
     RetryStaleTrial,
     fail_reason,
     mark_ended,

@@ -10,11 +10,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hpo.analysis.record import CARRIED_ATTR
 from hpo.errors import HpoError
 from hpo.service.space import distributions, suggest
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, make_sampler, progress
-from hpo.service.trials import CARRIED_ATTR, best_own, own_trials
+from hpo.service.trials import best_own, own_trials
 from hpo.service.warm_start import warm_start
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import Spec

@@ -12,18 +12,12 @@ import numpy as np
 import optuna
 import pytest
 
+from hpo.analysis.record import WIDTHS
 from hpo.errors import HpoError
 from hpo.service.space import suggest
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
-from hpo.service.width_ladder import (
-    WIDTHS,
-    create_width_companion,
-    lr_grid,
-    parse_widths,
-    width_verdict,
-    widths_of,
-)
+from hpo.service.width_ladder import create_width_companion, lr_grid, parse_widths, width_verdict, widths_of
 from hpo.spec.loading import load_spec
 from tests.service_helpers import hpo, write_spec
 from tests.study_builders import add, random_params

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hpo.analysis.record import StudyRecord
 from hpo.commands.json_out import json_text
 from hpo.commands.launch import LocalWorkers, check_workers_finished, follow, start_workers
 from hpo.commands.status import table
@@ -15,7 +16,7 @@ from hpo.report.render import report_path, write_report
 from hpo.service.confirm import Confirmed, Verdict, create_companion, verdict
 from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
 from hpo.service.storage import open_storage
-from hpo.service.study import FLOOR_ATTR, load, require_spec
+from hpo.service.study import load, require_spec
 from hpo.service.urls import redact, resolve_url
 from hpo.service.width_ladder import ConfigTransfer, WidthLadder, create_width_companion, width_verdict
 
@@ -193,7 +194,7 @@ def run_confirm(
         ladder = ladder_verdict(source, companion)
         text, data = ladder_text(ladder, metric), ladder_json(ladder)
     else:
-        floor = companion.user_attrs.get(FLOOR_ATTR) or source.user_attrs.get(FLOOR_ATTR)
+        floor = StudyRecord.of(companion).floor or StudyRecord.of(source).floor
         result = verdict(source, companion)
         text, data = verdict_text(result, metric, floor), verdict_json(result, floor)
     report = write_report(source, store, report_path(source.study_name), artifact_dir=artifacts)

@@ -16,11 +16,12 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 from safetensors.torch import load_file, save_file
 
+from hpo.analysis.record import StudyRecord, TrialRecord
 from hpo.commands.train import find_trial
 from hpo.diffusion.network import NetInfo
 from hpo.errors import HpoError
 from hpo.service.context import artifact_file
-from hpo.service.study import DATA_ATTR, require_spec
+from hpo.service.study import require_spec
 from hpo.service.trials import fail_reason
 from hpo.spec.loading import load_spec, set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
@@ -47,7 +48,9 @@ def trial_winner(source: str, storage: str | None, artifacts: Path, *, what: str
     weights in the artifact store (``torch.save`` of the network's state_dict)."""
     study, trial = find_trial(source, storage, what=what)
     weights = checkpoint_of(study, trial, artifacts)
-    sampling = SamplingConfig.from_dict(trial.user_attrs["sampling"])
+    sampling = TrialRecord.of(trial).sampling
+    if sampling is None:
+        raise HpoError(f"trial {trial.number} of study {study.study_name!r} stored no sampling; pick another trial")
     stored = require_spec(study)
     spec = spec_from_dict(fixed_spec(stored, trial.params, sampling), file=f"study {study.study_name}")
     provenance = {
@@ -66,8 +69,8 @@ def checkpoint_of(study: optuna.Study, trial: FrozenTrial, artifacts: Path) -> P
             f"{which} is {trial.state.name.lower()}{why}: only complete trials keep their EMA weights; pick a "
             f"complete one (`hpo status {name}`), or give just {name} for the best"
         )
-    ckpt = trial.user_attrs.get("ema_checkpoint")
-    if not isinstance(ckpt, str):
+    ckpt = TrialRecord.of(trial).checkpoint
+    if ckpt is None:
         raise HpoError(f"{which} stored no EMA checkpoint (no ema_checkpoint attribute); pick another trial")
     path = artifact_file(artifacts, ckpt)
     if not path.is_file():
@@ -91,7 +94,7 @@ def fixed_spec(spec: Spec, params: dict[str, Any], sampling: SamplingConfig) -> 
 
 def network_info(study: optuna.Study, spec: Spec) -> NetInfo:
     """From the data summary the workers store on the study; studies without one load the data."""
-    facts = study.user_attrs.get(DATA_ATTR)
+    facts = StudyRecord.of(study).data
     if not facts:
         return net_info(spec.train, load_data(spec.data))
     return info_for(

@@ -13,15 +13,15 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import StudyRecord, TrialRecord
 from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.scoring.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.service.placement import Placement
 from hpo.service.storage import open_storage
-from hpo.service.study import FLOOR_ATTR, Progress, load, metric_of, n_trials_of, progress
+from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import (
     best_own,
     carried_text,
-    current_attrs,
     fail_reason,
     leak_text,
     noise_of,
@@ -85,13 +85,12 @@ class TrialRow:
 
     @classmethod
     def of(cls, t: FrozenTrial, retried: dict[int, int], noise: float | None, copy_floor: float | None) -> TrialRow:
-        attrs = current_attrs(t)
-        choice = attrs.get("sampling")
+        record = TrialRecord.current(t)
         return cls(
             t.number, t.state.name, retried.get(t.number), t.value if t.state == TrialState.COMPLETE else None,
-            _last(attrs, PRUNING_METRIC), _last(attrs, "gap"), dict(t.params),
-            SamplingConfig.from_dict(choice) if isinstance(choice, dict) else None, fidelity_pair(attrs),
-            _stop(attrs, noise, copy_floor), hardware_of(attrs), Placement.from_attrs(t.user_attrs), fail_reason(t),
+            record.last_point(PRUNING_METRIC), record.last_point("gap"), dict(t.params), record.sampling,
+            fidelity_pair(record.fidelity), _stop(record, noise, copy_floor), hardware_of(record.hardware),
+            Placement.from_dict(TrialRecord.of(t).ran_on), fail_reason(t),
         )  # fmt: skip
 
     @property
@@ -124,19 +123,9 @@ class TrialRow:
         }  # fmt: skip
 
 
-def _last(attrs: dict[str, Any], key: str) -> float | None:
-    """``key`` at the trial's last evaluation point, if it reached one."""
-    curve = attrs.get("curve")
-    if not isinstance(curve, dict) or not curve:
-        return None
-    value = curve[max(curve, key=int)].get(key)
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _stop(attrs: dict[str, Any], noise: float | None, copy_floor: float | None) -> StopVerdict | None:
+def _stop(record: TrialRecord, noise: float | None, copy_floor: float | None) -> StopVerdict | None:
     """The stop verdict of a trial whose evaluation points were scored (budget ladders)."""
-    curve = attrs.get("curve")
-    points = points_from_curve(curve) if isinstance(curve, dict) else []
+    points = points_from_curve(record.curve)
     return stop_verdict(points, noise=noise, copy_floor=copy_floor) if points else None
 
 
@@ -144,7 +133,7 @@ def trial_rows(study: optuna.Study) -> list[TrialRow]:
     trials = own_trials(study)
     retried = retried_numbers(trials)
     noise = noise_of(trials).sd
-    copy_floor = copy_floor_of(study.user_attrs.get(FLOOR_ATTR))
+    copy_floor = copy_floor_of(StudyRecord.of(study).floor)
     return [TrialRow.of(t, retried, noise, copy_floor) for t in trials]
 
 
@@ -217,9 +206,10 @@ def shown_studies(url: str, study_name: str | None) -> list[optuna.Study]:
 def study_notes(study: optuna.Study, p: Progress) -> list[str]:
     """The lines under a study's progress: where real images land, the best trial's second signal, a
     memory leak, trials carried from another study."""
-    floor = floor_reading(p.best, noise_of(own_trials(study)), study.user_attrs.get(FLOOR_ATTR))
+    stored_floor = StudyRecord.of(study).floor
+    floor = floor_reading(p.best, noise_of(own_trials(study)), stored_floor)
     best = best_own(study)
-    second = fidelity_text(best.user_attrs, study.user_attrs.get(FLOOR_ATTR)) if best is not None else None
+    second = fidelity_text(TrialRecord.of(best).fidelity, stored_floor) if best is not None else None
     lines = (floor, f"best trial: {second}" if second else None, leak_text(own_trials(study)), carried_text(study))
     return [line for line in lines if line]
 
@@ -250,7 +240,7 @@ def study_json(study: optuna.Study) -> dict[str, Any]:
         "name": study.study_name, "metric": metric_of(study), "n_trials": p.n_trials, "finished": p.finished,
         "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "running": p.running,
         "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
-        "floor": study.user_attrs.get(FLOOR_ATTR), "notes": study_notes(study, p),
+        "floor": StudyRecord.of(study).floor, "notes": study_notes(study, p),
     }  # fmt: skip
 
 

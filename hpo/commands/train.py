@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from hpo.analysis.record import TrialRecord
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.noise import pair_sd
@@ -53,7 +54,7 @@ def from_trial(
         spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
-    return spec, dict(trial.params), trial.user_attrs.get("sampling")
+    return spec, dict(trial.params), TrialRecord.of(trial).sampling_dict
 
 
 def find_trial(
@@ -202,7 +203,7 @@ def _train_and_score(
     _report_result(runs, scored, probe.floor)
     runs.close()
     return {
-        **scored.record(combos),
+        **scored.record(combos).as_attrs(),
         metric: scored.best.score,
         "sweep": [s.to_dict() for s in scored.sweep.scores],
         "curve": progress.curve,

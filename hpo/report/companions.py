@@ -8,6 +8,8 @@ from html import escape
 
 import optuna
 
+from hpo.analysis.record import StudyRecord
+
 
 def next_step(text: str) -> str:
     return f"<p class='next'><b>Next:</b> {escape(text)}</p>"
@@ -27,13 +29,13 @@ def companion_section(
     absent: str,
     kind: str,
 ) -> str:
-    """``body`` of the companion that ``study.user_attrs[pointer]`` names; ``absent`` (HTML) when there
+    """``body`` of the companion that ``pointer`` (a study attribute) names; ``absent`` (HTML) when there
     is none yet, a line saying so when the pointer outlived its study."""
-    name = study.user_attrs.get(pointer)
-    if not name:
+    name = StudyRecord.of(study).text(pointer)
+    if name is None:
         return absent
     try:
-        companion = optuna.load_study(study_name=str(name), storage=storage)
+        companion = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        return f"<p>The {kind} study {escape(str(name))} is gone.</p>"
+        return f"<p>The {kind} study {escape(name)} is gone.</p>"
     return body(companion)

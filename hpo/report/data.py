@@ -14,10 +14,11 @@ from typing import Any, Literal
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import TrialRecord
 from hpo.scoring.noise import Noise
 from hpo.scoring.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
-from hpo.service.trials import best_first, current_attrs, fail_reason, noise_of
+from hpo.service.trials import best_first, fail_reason, noise_of
 from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import ScreenBy
 
@@ -42,8 +43,7 @@ class Summary:
 
 def validation_points(t: FrozenTrial, metric: str) -> list[tuple[float, float]]:
     """(kimg, ``metric``) at each evaluation point of the trial's stored curve, in order."""
-    curve = current_attrs(t).get("curve") or {}
-    rows = [(int(k), v) for k, v in curve.items()] if isinstance(curve, dict) else []
+    rows = [(int(k), v) for k, v in TrialRecord.current(t).curve.items()]
     return [(float(v["kimg"]), float(v[metric])) for _, v in sorted(rows, key=lambda kv: kv[0]) if metric in v]
 
 
@@ -66,12 +66,13 @@ def trial_seconds(t: FrozenTrial, now: datetime.datetime | None = None) -> float
 def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
     p = progress(study, n_trials_of(study), trials)
     done = complete(trials)
-    per_kimg = [trial_seconds(t) / float(t.user_attrs["budget_kimg"]) for t in done if t.user_attrs.get("budget_kimg")]
+    per_kimg = [trial_seconds(t) / kimg for t in done if (kimg := TrialRecord.of(t).budget_kimg)]
     mean_per_kimg = statistics.fmean(per_kimg) if per_kimg else 0.0
     saved = 0.0
     for t in trials:
-        if t.state == TrialState.PRUNED and "budget_kimg" in t.user_attrs:
-            unused = float(t.user_attrs["budget_kimg"]) - float(t.user_attrs.get("stopped_at_kimg", 0.0))
+        record = TrialRecord.of(t)
+        if t.state == TrialState.PRUNED and record.budget_kimg is not None:
+            unused = record.budget_kimg - (record.stopped_at_kimg or 0.0)
             saved += max(unused, 0.0) * mean_per_kimg
     now = datetime.datetime.now()
     counts = {"complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried}
@@ -81,7 +82,7 @@ def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summa
         metric_name=metric_of(study),
         counts=counts,
         best=done[0] if done else None,
-        baseline=next((t for t in done if t.user_attrs.get("baseline")), None),
+        baseline=next((t for t in done if TrialRecord.of(t).baseline), None),
         noise=noise_of(trials),
         compute_seconds=sum(trial_seconds(t, now) for t in trials),
         saved_seconds=saved,
@@ -115,7 +116,7 @@ def ties_with_best(done: Sequence[FrozenTrial], noise: Noise) -> list[int]:
 
 
 def sweep_of(t: FrozenTrial) -> list[ComboScore]:
-    return [ComboScore.from_dict(d) for d in current_attrs(t).get("sweep") or []]
+    return [ComboScore.from_dict(d) for d in TrialRecord.current(t).sweep]
 
 
 SweepRows = Literal["ddim_steps", "ema_sigma_rel"]

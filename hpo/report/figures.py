@@ -13,11 +13,11 @@ import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 from plotly.colors import qualitative
 
+from hpo.analysis.record import TrialRecord
 from hpo.report.bundle import CARTESIAN_TRACES, defer
 from hpo.report.data import SweepRows, grid_statistic, relative_sweep, sweep_grid
 from hpo.report.importance import Importances
 from hpo.scoring.sweep import ComboScore
-from hpo.service.trials import current_attrs
 from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
@@ -95,15 +95,14 @@ def importance_figure(imp: Importances) -> go.Figure:
 
 
 def _curve(t: FrozenTrial) -> list[tuple[int, dict[str, float]]]:
-    curve = current_attrs(t).get("curve") or {}
-    return sorted(((int(k), v) for k, v in curve.items()), key=lambda kv: kv[0]) if isinstance(curve, dict) else []
+    return sorted(((int(k), v) for k, v in TrialRecord.current(t).curve.items()), key=lambda kv: kv[0])
 
 
 def trial_name(t: FrozenTrial) -> str:
     """``#3 pruned at 4 kimg``: the legend's and the hover's name of a trial."""
     state, points = t.state.name.lower(), _curve(t)
     where = f" at {points[-1][1]['kimg']:.3g} kimg" if t.state in STOPPED and points else ""
-    return f"#{t.number}{' baseline' if t.user_attrs.get('baseline') else ''} {state}{where}"
+    return f"#{t.number}{' baseline' if TrialRecord.of(t).baseline else ''} {state}{where}"
 
 
 def curve_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:

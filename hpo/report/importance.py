@@ -19,7 +19,7 @@ import optuna
 from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.service.trials import current_attrs
+from hpo.analysis.record import TrialRecord
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.training.validation import PRUNING_METRIC
 
@@ -90,17 +90,14 @@ def score_target(t: FrozenTrial) -> float | None:
 def common_eval_point(trials: Sequence[FrozenTrial]) -> int | None:
     """The latest evaluation index that every finished trial with a curve reached."""
     reached = [
-        max(map(int, curve))
-        for t in trials
-        if t.state.is_finished() and isinstance(curve := current_attrs(t).get("curve"), dict) and curve
+        max(map(int, curve)) for t in trials if t.state.is_finished() and (curve := TrialRecord.current(t).curve)
     ]
     return min(reached) if reached else None
 
 
 def validation_target(index: int) -> Target:
     def target(t: FrozenTrial) -> float | None:
-        curve = current_attrs(t).get("curve") or {}
-        value = curve.get(str(index), {}).get(PRUNING_METRIC) if isinstance(curve, dict) else None
+        value = TrialRecord.current(t).curve.get(str(index), {}).get(PRUNING_METRIC)
         return float(value) if isinstance(value, (int, float)) and np.isfinite(value) else None
 
     return target

@@ -9,9 +9,9 @@ from html import escape
 import optuna
 import plotly.graph_objects as go
 
+from hpo.analysis.record import LADDER_BY
 from hpo.report import figures
 from hpo.report.companions import companion_section, not_yet
-from hpo.service.confirm import LADDER_BY
 from hpo.service.ladder import Ladder, copy_floor_text, ladder_rows, ladder_verdict
 
 

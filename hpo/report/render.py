@@ -18,6 +18,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import CONFIRMED_BY, StudyRecord, TrialRecord
 from hpo.errors import HpoError
 from hpo.report import figures
 from hpo.report.bundle import loader_html
@@ -43,13 +44,12 @@ from hpo.report.widths import widths_html
 from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.stopping import validation_trend
 from hpo.scoring.sweep import ema_sentence
-from hpo.service.confirm import CONFIRMED_BY, verdict
+from hpo.service.confirm import verdict
 from hpo.service.context import artifact_file
 from hpo.service.names import DEFAULT_ARTIFACTS, path_component
 from hpo.service.placement import Placement
-from hpo.service.study import DATA_ATTR, FLOOR_ATTR, require_spec, stored_spec
-from hpo.service.trials import carried_text, current_attrs, explain, leak_text, own_trials
-from hpo.spec.sampling import SamplingConfig
+from hpo.service.study import require_spec, stored_spec
+from hpo.service.trials import carried_text, explain, leak_text, own_trials
 from hpo.training.checkpoint import atomic_write
 from hpo.training.telemetry import hardware_of
 from hpo.training.validation import PRUNING_METRIC
@@ -74,10 +74,8 @@ def params_text(t: FrozenTrial) -> str:
 
 
 def sampling_text(t: FrozenTrial) -> str:
-    choice = current_attrs(t).get("sampling")
-    if not isinstance(choice, dict):
-        return ""
-    return f"sampled with {SamplingConfig.from_dict(choice).words}"
+    choice = TrialRecord.current(t).sampling
+    return "" if choice is None else f"sampled with {choice.words}"
 
 
 def param_text(v: object) -> str:
@@ -103,7 +101,7 @@ def narrow_step(study: optuna.Study, trials: Sequence[FrozenTrial], metric: str)
 def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
     best = "no complete trial yet"
     if s.best is not None:
-        kid_text = kid_html(s.best.user_attrs.get("kid"), floor)
+        kid_text = kid_html(TrialRecord.of(s.best).kid, floor)
         noise = f" {s.noise.text()}" if s.noise.sd is not None else ""
         seeds = (
             " (± is the noise of re-sampling one trained model; another training seed moves a score more: "
@@ -111,7 +109,7 @@ def summary_html(s: Summary, floor: dict[str, float] | None = None) -> str:
             if noise
             else ""
         )
-        second = fidelity_text(s.best.user_attrs, floor)
+        second = fidelity_text(TrialRecord.of(s.best).fidelity, floor)
         best = (
             f"trial #{s.best.number}: {escape(s.metric_name)} {s.best.value:.4g}{escape(noise)}{kid_text} with "
             f"{params_text(s.best)}; {escape(sampling_text(s.best))}{escape(seeds)}"
@@ -150,7 +148,7 @@ def scale_html(s: Summary, floor: dict[str, float] | None) -> str:
 def header_html(study: optuna.Study, trials: Sequence[FrozenTrial], s: Summary) -> str:
     """What the study was: data, budget, trials, wall time, score: the facts every section rests on."""
     spec = stored_spec(study)
-    facts = study.user_attrs.get(DATA_ATTR) or {}
+    facts = StudyRecord.of(study).data or {}
     items = []
     if spec is not None:
         data = f"{spec.data.source} at {facts.get('image_size', spec.data.image_size)} px"
@@ -200,23 +198,23 @@ def samples_html(
 ) -> str:
     done = complete(trials)
     tied = set(ties_with_best(done, s.noise))
-    shown = done[:3] + [t for t in done[3:] if t.user_attrs.get("baseline")]
+    shown = done[:3] + [t for t in done[3:] if TrialRecord.of(t).baseline]
     cells = [
-        f"<div class='cell'>{image_tag(store, study.user_attrs.get('real_grid'), 'real validation images')}"
+        f"<div class='cell'>{image_tag(store, StudyRecord.of(study).real_grid, 'real validation images')}"
         "<p>real validation images, for comparison</p></div>"
     ]
     for t in shown:
         tie = f" — tied with #{done[0].number} (within the noise)" if t.number in tied else ""
         cells.append(
-            f"<div class='cell'>{image_tag(store, t.user_attrs.get('samples'), f'trial {t.number}')}"
-            f"<p>#{t.number}{' (baseline)' if t.user_attrs.get('baseline') else ''}: {escape(s.metric_name)} "
+            f"<div class='cell'>{image_tag(store, TrialRecord.of(t).samples, f'trial {t.number}')}"
+            f"<p>#{t.number}{' (baseline)' if TrialRecord.of(t).baseline else ''}: {escape(s.metric_name)} "
             f"{t.value:.4g}{escape(tie)}<br><small>{params_text(t)}<br>{escape(sampling_text(t))}</small></p></div>"
         )
     out = f"<h3>Best trials and the baseline ({len(done)} complete)</h3><div class='grid'>{''.join(cells)}</div>"
     if done:
         best = done[0]
-        grids = current_attrs(best).get("grids") or {}
-        curve = current_attrs(best).get("curve") or {}
+        record = TrialRecord.current(best)
+        grids, curve = record.grids, record.curve
         rows = "".join(
             f"<tr><td>{escape(k)}</td><td>{curve.get(k, {}).get('kimg', 0):.3g} kimg</td>"
             f"<td class='strip'>{image_tag(store, grids[k], f'evaluation {k}')}</td></tr>"
@@ -259,13 +257,13 @@ def sweep_html(done: Sequence[FrozenTrial], s: Summary) -> str:
 
 
 def _ran_on(t: FrozenTrial) -> str:
-    placement = Placement.from_attrs(t.user_attrs)
+    placement = Placement.from_dict(TrialRecord.of(t).ran_on)
     return "" if placement is None else f" on {escape(placement.cell())}"
 
 
 def hardware_html(trials: Sequence[FrozenTrial], most: int = 40) -> str:
     """One line per trial that trained (memory, data wait, GPU use), and a leak when one shows."""
-    rows = [(t, h) for t in trials if (h := hardware_of(current_attrs(t))) is not None]
+    rows = [(t, h) for t in trials if (h := hardware_of(TrialRecord.current(t).hardware)) is not None]
     if not rows:
         return "<p>No hardware readings yet (trials record them as they train).</p>"
     leak = leak_text(trials)
@@ -367,21 +365,18 @@ def winner_html(study: optuna.Study, s: Summary, artifact_dir: Path | None) -> s
     if best is None:
         return "<p>No complete trial yet.</p>"
     spec = stored_spec(study)
-    ckpt = best.user_attrs.get("ema_checkpoint")
-    path = artifact_file(artifact_dir, ckpt) if artifact_dir is not None and isinstance(ckpt, str) else None
+    record = TrialRecord.of(best)
+    ckpt = record.checkpoint
+    path = artifact_file(artifact_dir, ckpt) if artifact_dir is not None and ckpt is not None else None
     where = (
         f"<li><b>Weights</b>: <code>{escape(str(path))}</code> — the EMA network's state_dict "
-        f"(<code>torch.load</code>), {best.user_attrs.get('num_parameters', 0):,} parameters, trained "
-        f"{best.user_attrs.get('budget_kimg', 0):g} kimg; the architecture is the study's spec with "
+        f"(<code>torch.load</code>), {record.num_parameters:,} parameters, trained "
+        f"{record.budget_kimg or 0:g} kimg; the architecture is the study's spec with "
         f"{params_text(best)}</li>"
         if path is not None and path.is_file()
         else "<li><b>Weights</b>: not in the artifact store this report was made from (`--artifacts`).</li>"
     )
-    target = (
-        spec.study.target_kimg
-        if spec is not None and spec.study.target_kimg
-        else 4 * float(best.user_attrs.get("budget_kimg", 16))
-    )
+    target = spec.study.target_kimg if spec is not None and spec.study.target_kimg else 4 * (record.budget_kimg or 16)
     name = study.study_name
     folder = f"{path_component(name)}-{best.number}"
     retrain = f"hpo train --from {name}:{best.number} --set train.kimg={target:g} -o runs/{folder}-longer"
@@ -410,12 +405,12 @@ def render(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None)
     done = complete(trials)
     fid_imp, val_imp = study_importances(trials, s.metric_name)
     learning = [t for t in trials if t.state != TrialState.WAITING]
-    top = done[:5] + [t for t in done[5:] if t.user_attrs.get("baseline")]
+    top = done[:5] + [t for t in done[5:] if TrialRecord.of(t).baseline]
     parts = [
         f"<h1>Study {escape(s.study_name)}</h1><p class='note'>generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>",
         header_html(study, trials, s),
         "<h2>Summary</h2>",
-        summary_html(s, study.user_attrs.get(FLOOR_ATTR)),
+        summary_html(s, StudyRecord.of(study).floor),
         f"<p class='note'>{escape(carried)}.</p>" if (carried := carried_text(study)) else "",
         "<h2>Which hyperparameters mattered</h2>",
         importance_html(fid_imp),

@@ -10,9 +10,10 @@ from html import escape
 import optuna
 import plotly.graph_objects as go
 
+from hpo.analysis.record import WIDTHS_BY
 from hpo.report import figures
 from hpo.report.companions import companion_section, not_yet
-from hpo.service.width_ladder import WIDTHS_BY, ConfigTransfer, WidthLadder, width_verdict
+from hpo.service.width_ladder import ConfigTransfer, WidthLadder, width_verdict
 
 
 def transfer_figure(c: ConfigTransfer, metric: str) -> go.Figure:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpo.analysis.record import RunRecord
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
@@ -36,32 +37,20 @@ class Scored:
         """The weights ``sampling`` is drawn from (its EMA length rebuilt when it names one)."""
         return self.ema.model(sampling.ema_sigma_rel) if self.ema is not None else self.result.model
 
-    def record(self, combos: Sequence[SamplingConfig]) -> dict[str, Any]:
-        """What a trained and scored run stores, under one set of keys: a trial's attributes and
-        ``hpo train``'s result.json (each adds what only it knows)."""
+    def record(self, combos: Sequence[SamplingConfig]) -> RunRecord:
+        """What a trained and scored run stores (a trial's attributes, ``hpo train``'s result.json)."""
         result, best = self.result, self.best
         last = result.history[-1].metrics
-        record: dict[str, Any] = {
-            "val_loss": last["val_loss"],
-            PRUNING_METRIC: last[PRUNING_METRIC],
-            "sampling": best.sampling.as_dict(),
-            "kid": best.kid,
-            "class_accuracy": best.class_accuracy,
-            "precision": best.precision,
-            "recall": best.recall,
-            "num_samples": best.num_samples,
-            "combinations": len(combos),
-            "train_seconds": round(result.seconds, 2),
-            "score_seconds": round(self.score_seconds, 2),
-            "images_per_second": round(result.images_per_second, 1),
-            "peak_memory_mb": round(result.peak_memory_bytes / 2**20, 1),
-            "num_parameters": result.num_parameters,
-        }
-        if result.hardware is not None:
-            record["hardware"] = result.hardware.as_dict()
-        if self.ema is not None:
-            record["ema_snapshots"] = self.ema_summary(combos)
-        return record
+        return RunRecord(
+            val_loss=last["val_loss"], validation={PRUNING_METRIC: last[PRUNING_METRIC]},
+            sampling=best.sampling.as_dict(), kid=best.kid, class_accuracy=best.class_accuracy,
+            precision=best.precision, recall=best.recall, num_samples=best.num_samples, combinations=len(combos),
+            train_seconds=round(result.seconds, 2), score_seconds=round(self.score_seconds, 2),
+            images_per_second=round(result.images_per_second, 1),
+            peak_memory_mb=round(result.peak_memory_bytes / 2**20, 1), num_parameters=result.num_parameters,
+            hardware=result.hardware.as_dict() if result.hardware is not None else None,
+            ema_snapshots=self.ema_summary(combos),
+        )  # fmt: skip
 
     def ema_summary(self, combos: Sequence[SamplingConfig]) -> dict[str, Any] | None:
         """What the post-hoc EMA kept and how faithfully each swept length was rebuilt (the profile's

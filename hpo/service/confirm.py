@@ -19,6 +19,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import spearmanr
 
+from hpo.analysis.record import CONFIRM_OF, CONFIRMED_BY, LADDER, LADDER_BY, TrialRecord, companion_attrs
 from hpo.analysis.seeds import within_two_standard_errors
 from hpo.errors import HpoError
 from hpo.service.study import create_or_resume, require_spec
@@ -26,8 +27,6 @@ from hpo.service.trials import best_first, own_trials
 from hpo.spec.params import candidates
 from hpo.spec.spec import spec_from_dict
 
-CONFIRM_OF, CONFIRMED_BY = "hpo_confirm_of", "hpo_confirmed_by"
-LADDER, LADDER_BY = "hpo_ladder", "hpo_ladder_by"  # a budget ladder's rungs; the source study's pointer to it
 MAX_RUNG = 64
 SEED_BASE = 1000  # confirmation seeds 1001, 1002, ...: never the study's own seed
 
@@ -57,7 +56,7 @@ def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
     for t in complete:
         if len(chosen) < top and all(t.params != c.params for c in chosen):
             chosen.append(t)
-    baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
+    baseline = next((t for t in complete if TrialRecord.of(t).baseline), None)
     if baseline is not None and all(baseline.params != c.params for c in chosen):
         chosen.append(baseline)
     if not chosen:
@@ -93,12 +92,7 @@ def create_companion(
         for trial in configs:
             params = {k: v for k, v in trial.params.items() if k != "kimg"}
             for seed in seed_values:
-                attrs = {
-                    "confirm_of": trial.number,
-                    "baseline": bool(trial.user_attrs.get("baseline")),
-                    "watch_sampling": trial.user_attrs.get("sampling"),
-                }
-                companion.enqueue_trial({**params, "seed": seed}, user_attrs=attrs)
+                companion.enqueue_trial({**params, "seed": seed}, user_attrs=companion_attrs(trial, watch=True))
     study.set_user_attr(LADDER_BY if budgets is not None else CONFIRMED_BY, name)
     return companion
 
@@ -166,15 +160,15 @@ def confirmed_results(
     by_source = {t.number: t for t in source.get_trials(deepcopy=False)}
     values: dict[int, list[float]] = {}
     for t in companion.get_trials(deepcopy=False):
-        number = t.user_attrs.get("confirm_of")
+        number = TrialRecord.of(t).source_trial
         if number is None:
             continue
-        values.setdefault(int(number), [])
+        values.setdefault(number, [])
         value = value_of(t)
         if value is not None and math.isfinite(value):
-            values[int(number)].append(value)
+            values[number].append(value)
     out = [
-        Confirmed(n, float(by_source[n].value or math.nan), bool(by_source[n].user_attrs.get("baseline")), v)
+        Confirmed(n, float(by_source[n].value or math.nan), TrialRecord.of(by_source[n]).baseline, v)
         for n, v in values.items()
         if n in by_source
     ]

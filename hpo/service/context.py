@@ -13,6 +13,7 @@ import torch
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from PIL import Image
 
+from hpo.analysis.record import REAL_GRID_ATTR, StudyRecord
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import Scorer, make_scorer
 from hpo.service.names import path_component
@@ -125,8 +126,8 @@ def sample_strip(model: DiffusionModel, sampling: SamplingConfig, n: int, path: 
 
 def upload_real_grid(ctx: StudyContext, study: optuna.Study, n: int) -> None:
     """Once per study: a grid of real validation images, to set beside the samples in the report."""
-    if study.user_attrs.get("real_grid"):
+    if StudyRecord.of(study).real_grid:
         return
     images = ctx.data.val_images[:n].cpu()
     with tempfile.TemporaryDirectory() as tmp:
-        study.set_user_attr("real_grid", upload(ctx, study, save_grid(images, Path(tmp) / "real.png")))
+        study.set_user_attr(REAL_GRID_ATTR, upload(ctx, study, save_grid(images, Path(tmp) / "real.png")))

@@ -20,11 +20,12 @@ import optuna
 from optuna.trial import FrozenTrial
 from scipy.stats import spearmanr
 
+from hpo.analysis.record import LADDER, StudyRecord, TrialRecord
 from hpo.analysis.seeds import within_two_standard_errors
 from hpo.scoring.progress import copy_floor_of
 from hpo.scoring.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
-from hpo.service.confirm import LADDER, Confirmed, confirmed_results, reading
-from hpo.service.study import FLOOR_ATTR, require_spec
+from hpo.service.confirm import Confirmed, confirmed_results, reading
+from hpo.service.study import require_spec
 
 
 class CurvePoint(NamedTuple):
@@ -63,8 +64,7 @@ class RungValue:
     index: int
 
     def __call__(self, t: FrozenTrial) -> float | None:
-        entry = (t.user_attrs.get("curve") or {}).get(str(self.index)) or {}
-        score = entry.get("score")
+        score = TrialRecord.of(t).curve.get(str(self.index), {}).get("score")
         return float(score) if score is not None else None
 
 
@@ -118,7 +118,7 @@ def summary_text(rungs: list[Rung]) -> str:
 
 
 def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: float | None = None) -> Ladder:
-    ladder = companion.user_attrs[LADDER]
+    ladder = StudyRecord.of(companion).plan(LADDER)
     base, budgets = float(ladder["base_kimg"]), [int(b) for b in ladder["budgets"]]
     spec = require_spec(companion)
     rungs = []
@@ -131,9 +131,9 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
         rungs.append(Rung(multiple, base * multiple, configs, rho, rung_state(scored), reading(scored, multiple)))
     trials = companion.get_trials(deepcopy=False)
     curves = seed_mean_curves(trials)
-    floor = companion.user_attrs.get(FLOOR_ATTR)
+    floor = StudyRecord.of(companion).floor
     copy_floor = copy_floor_of(floor)
-    noise = noise if noise is not None else (source.user_attrs.get("fid_noise") or {}).get("sd")
+    noise = noise if noise is not None else StudyRecord.of(source).noise_sd
     stops, forecasts = {}, {}
     target = require_spec(source).study.target_kimg
     for number, curve in curves.items():
@@ -152,13 +152,14 @@ def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
     (read from the companion's trials in one pass)."""
     scored: dict[int, dict[int, list[tuple[float, float]]]] = {}
     for t in trials:
-        number = t.user_attrs.get("confirm_of")
+        record = TrialRecord.of(t)
+        number = record.source_trial
         if number is None:
             continue
-        for index, entry in (t.user_attrs.get("curve") or {}).items():
+        for index, entry in record.curve.items():
             score = entry.get("score")
             if score is not None and math.isfinite(score):
-                scored.setdefault(int(number), {}).setdefault(int(index), []).append((entry["kimg"], score))
+                scored.setdefault(number, {}).setdefault(int(index), []).append((entry["kimg"], score))
     return {number: [_curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
 
 
@@ -172,9 +173,10 @@ def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[flo
     """Per kimg, the copy interval's lower end and the share, worst over seeds and spaces."""
     out: dict[float, tuple[float, float]] = {}
     for t in trials:
-        if t.user_attrs.get("confirm_of") != number:
+        record = TrialRecord.of(t)
+        if record.source_trial != number:
             continue
-        for entry in (t.user_attrs.get("curve") or {}).values():
+        for entry in record.curve.values():
             if "copy_pixels_low" not in entry:
                 continue
             low = max(entry["copy_pixels_low"], entry.get("copy_features_low", 0.0))

@@ -21,17 +21,34 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
+from hpo.analysis.record import (
+    BUDGET_KIMG_ATTR,
+    CHECKPOINT_ATTR,
+    CURVE_ATTR,
+    DATA_ATTR,
+    EMA_SNAPSHOTS_ATTR,
+    FID_REPEAT_ATTR,
+    FLOOR_ATTR,
+    GRIDS_ATTR,
+    LADDER,
+    METRIC_NAME_ATTR,
+    NOISE_ATTR,
+    OOM_BATCH_ATTR,
+    SAMPLES_ATTR,
+    SWEEP_ATTR,
+    StudyRecord,
+    TrialRecord,
+)  # fmt: skip
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
 from hpo.scoring.noise import pair_sd, pooled
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore
-from hpo.service.confirm import LADDER
 from hpo.service.context import StudyContext, sample_grid, sample_strip, upload, upload_real_grid
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
-from hpo.service.study import DATA_ATTR, FLOOR_ATTR, pruned_reason
+from hpo.service.study import pruned_reason
 from hpo.service.trials import mark_ended, noise_estimates, own_trials, started_line
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
@@ -85,7 +102,7 @@ def run_objective(
     if refusal is not None:  # a broken corner of the search space: no training, and TPE learns to avoid it
         mark_ended(trial, "invalid_schedule", detail=refusal)
         raise optuna.TrialPruned(refusal)
-    trial.set_user_attr("budget_kimg", cfg.kimg)
+    trial.set_user_attr(BUDGET_KIMG_ATTR, cfg.kimg)
     root = ctx.trial_root(trial)
     files = TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root) if cfg.ema_profiles else None)
     runs = open_runs(
@@ -106,10 +123,11 @@ def run_objective(
     finally:
         runs.close()
     files.checkpoint.unlink(missing_ok=True)  # the EMA weights are an artifact now
-    summary = trial.user_attrs.get("ema_snapshots")
+    record = TrialRecord.of(trial)
+    summary = record.ema_snapshots
     if summary is not None:  # baselines and each new best (their score was repeated) keep their snapshots
-        kept = "fid_repeat" in trial.user_attrs
-        trial.set_user_attr("ema_snapshots", {**summary, "kept": kept})
+        kept = record.repeated
+        trial.set_user_attr(EMA_SNAPSHOTS_ATTR, {**summary, "kept": kept})
         if not kept:
             files.remove()
     return value
@@ -145,17 +163,16 @@ class TrialFiles:
 def _watched(trial: optuna.Trial, ctx: StudyContext, preview: SamplingConfig) -> SamplingConfig | None:
     """In a budget ladder, the combination every evaluation point is scored at (the source trial's
     best); None in an ordinary study, whose evaluation points carry the validation metric only."""
-    if LADDER not in trial.study.user_attrs:
+    if not StudyRecord.of(trial.study).has(LADDER):
         return None
     _ensure_floor(trial, ctx)
-    known = trial.user_attrs.get("watch_sampling")
-    return SamplingConfig.from_dict(known) if known else preview
+    return TrialRecord.of(trial).watch_sampling or preview
 
 
 def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
     """The study's floor: real held-out images scored like samples, measured by the first worker
     that needs it and stored on the study."""
-    if FLOOR_ATTR not in trial.study.user_attrs:
+    if not StudyRecord.of(trial.study).has(FLOOR_ATTR):
         trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
 
 
@@ -171,14 +188,14 @@ def _train_and_score(
     """The shared train-and-score path, with its events turned into Optuna's: each score is stored
     as it lands, so a retry that resumes rescores nothing it already has."""
     storage = ctx.storage
-    stored = [dict(d) for d in trial.user_attrs.get("sweep") or []]
+    stored = TrialRecord.of(trial).sweep
 
     def lost() -> bool:
         return storage.is_lost(trial_id(trial))
 
     def on_score(entry: ComboScore) -> None:
         stored.append(entry.to_dict())
-        trial.set_user_attr("sweep", stored)
+        trial.set_user_attr(SWEEP_ATTR, stored)
         if lost():
             raise TrialLost(f"trial {trial.number} was failed as stale while scoring")
 
@@ -207,7 +224,7 @@ def _train_and_score(
         raise _fail(trial, "network_protocol", str(err)) from None
     except torch.cuda.OutOfMemoryError:
         release_memory(ctx.device)
-        trial.set_user_attr("oom_batch_size", cfg.batch_size)
+        trial.set_user_attr(OOM_BATCH_ATTR, cfg.batch_size)
         raise _fail(trial, "oom", oom_detail(cfg.batch_size, ctx.sharing)) from None
 
 
@@ -233,8 +250,8 @@ def _reporter(
 ) -> OnEval:
     """Reports each point to Optuna and stores it in the trial's curve; with ``watch`` (a budget
     ladder) each point is also scored there and searched for copies — once: a retry keeps them."""
-    curve: dict[str, dict[str, float]] = dict(trial.user_attrs.get("curve") or {})
-    grids: dict[str, str] = dict(trial.user_attrs.get("grids") or {})
+    stored = TrialRecord.of(trial)
+    curve, grids = stored.curve, stored.grids
     reason = pruned_reason(ctx.spec)
 
     def on_eval(point: EvalPoint, ema: DiffusionModel) -> None:
@@ -250,14 +267,14 @@ def _reporter(
             entry.update(ctx.get_progress().measure(weights, watch, class_frequencies=ctx.data.class_frequencies()))
             point = dataclasses.replace(point, metrics={k: v for k, v in entry.items() if k != "kimg"})
         curve[str(point.index)] = entry
-        trial.set_user_attr("curve", curve)
+        trial.set_user_attr(CURVE_ATTR, curve)
         grid = None
         if not point.replayed:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / f"eval{point.index}.png"
                 grid = sample_strip(ema, preview, STRIP, path)
                 grids[str(point.index)] = upload(ctx, trial, path)
-            trial.set_user_attr("grids", grids)
+            trial.set_user_attr(GRIDS_ATTR, grids)
         runs.on_eval(point, grid)
         hooks.after(trial, point)
         if trial.should_prune():
@@ -270,19 +287,19 @@ def _reporter(
 def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list[SamplingConfig], runs: Runs) -> float:
     result, best = scored.result, scored.best
     model = scored.model(best.sampling)
-    attrs = {**scored.record(combos), "metric_name": ctx.spec.score.metric_name}
-    for key, value in attrs.items():
+    record = scored.record(combos)
+    for key, value in {**record.as_attrs(), METRIC_NAME_ATTR: ctx.spec.score.metric_name}.items():
         trial.set_user_attr(key, value)
     if not math.isfinite(best.score):
         raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.score}")
     _ensure_floor(trial, ctx)
-    if DATA_ATTR not in trial.study.user_attrs:  # what the study trains on: the report's header
+    if not StudyRecord.of(trial.study).has(DATA_ATTR):  # what the study trains on: the report's header
         trial.study.set_user_attr(DATA_ATTR, ctx.data.summary())
     if _needs_repeat(trial, best.score):
         _repeat(trial, ctx, model, best)
     images = _artifacts(trial, ctx, model, best.sampling)
-    metrics = {"fid": best.score, "kid": best.kid, PRUNING_METRIC: attrs[PRUNING_METRIC]}
-    floor = trial.study.user_attrs.get(FLOOR_ATTR) or {}
+    metrics = {"fid": best.score, "kid": best.kid, **record.validation}
+    floor = StudyRecord.of(trial.study).floor or {}
     extras = {"class_accuracy": best.class_accuracy, "precision": best.precision, "recall": best.recall,
               "floor": floor.get("score")}  # fmt: skip
     metrics.update({k: float(v) for k, v in extras.items() if v is not None})
@@ -292,7 +309,7 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
 
 def _needs_repeat(trial: optuna.Trial, fid: float) -> bool:
     """Baselines, and every trial that beats the best so far, get their score's noise measured."""
-    if trial.user_attrs.get("baseline"):
+    if TrialRecord.of(trial).baseline:
         return True
     complete = own_trials(trial.study, (TrialState.COMPLETE,))
     return all(t.value is None or fid < t.value for t in complete)
@@ -305,11 +322,11 @@ def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best:
         ctx.get_scorer(), model, best.sampling, class_frequencies=ctx.data.class_frequencies(), seed=REPEAT_SEED
     )
     estimate = pair_sd(again.fid, best.score)
-    trial.set_user_attr("fid_repeat", again.fid)
-    trial.set_user_attr("fid_noise", estimate)
+    trial.set_user_attr(FID_REPEAT_ATTR, again.fid)
+    trial.set_user_attr(NOISE_ATTR, estimate)
     others = [t for t in own_trials(trial.study) if t.number != trial.number]
     noise = pooled([*noise_estimates(others), estimate])
-    trial.study.set_user_attr("fid_noise", {"sd": noise.sd, "pairs": noise.pairs})
+    trial.study.set_user_attr(NOISE_ATTR, {"sd": noise.sd, "pairs": noise.pairs})
 
 
 def _artifacts(
@@ -317,10 +334,10 @@ def _artifacts(
 ) -> Mapping[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         grid = sample_grid(ctx, model, sampling, ctx.spec.score.grid_size, Path(tmp) / "samples.png", seed=1)
-        trial.set_user_attr("samples", upload(ctx, trial, Path(tmp) / "samples.png"))
+        trial.set_user_attr(SAMPLES_ATTR, upload(ctx, trial, Path(tmp) / "samples.png"))
         weights = Path(tmp) / "ema.pt"
         torch.save(model.net.state_dict(), weights)
-        trial.set_user_attr("ema_checkpoint", upload(ctx, trial, weights))
+        trial.set_user_attr(CHECKPOINT_ATTR, upload(ctx, trial, weights))
     with contextlib.suppress(Exception):  # a missing real grid only costs the report a picture
         upload_real_grid(ctx, trial.study, ctx.spec.score.grid_size)
     return {"samples/final": grid}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import optuna
 from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial
 
 CHECKED_AGAINST = "5.0.0"  # the Optuna whose source these names were read in: re-read them on another
 
@@ -21,6 +22,11 @@ def trial_id(trial: optuna.Trial) -> int:
     """The storage's id of a running trial (``Trial._trial_id``): heartbeats, the stale check and
     the checkpoint's owner are keyed by it, and the public API offers it only on FrozenTrial."""
     return int(trial._trial_id)
+
+
+def frozen(trial: optuna.Trial) -> FrozenTrial:
+    """A running trial as stored (its system attributes too: which attempt it retries)."""
+    return trial.storage.get_trial(trial_id(trial))
 
 
 def check() -> list[str]:

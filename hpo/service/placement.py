@@ -10,8 +10,6 @@ from typing import Any
 
 import torch
 
-RAN_ON_ATTR = "ran_on"
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -40,9 +38,9 @@ class Placement:
         return asdict(self)
 
     @classmethod
-    def from_attrs(cls, attrs: dict[str, Any]) -> Placement | None:
-        raw = attrs.get(RAN_ON_ATTR)
-        if not isinstance(raw, dict):
+    def from_dict(cls, raw: dict[str, Any] | None) -> Placement | None:
+        """A stored placement (``as_dict``); None when there is none."""
+        if raw is None:
             return None
         return cls(
             str(raw.get("host", "?")),

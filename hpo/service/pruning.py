@@ -10,9 +10,8 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import TrialRecord
 from hpo.spec.spec import Spec
-
-BASELINE_ATTR = "baseline"  # user attribute of the trials enqueued from the spec's `baselines`
 
 
 def baseline_value(study: optuna.Study, step: int) -> float | None:
@@ -21,7 +20,7 @@ def baseline_value(study: optuna.Study, step: int) -> float | None:
     values = [
         t.intermediate_values[step]
         for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get(BASELINE_ATTR) and step in t.intermediate_values
+        if TrialRecord.of(t).baseline and step in t.intermediate_values
     ]
     return min(values, default=None)
 
@@ -37,7 +36,7 @@ class SpareAheadOfBaseline(BasePruner):
         if not self.inner.prune(study, trial):
             return False
         step = trial.last_step
-        if step is None or trial.user_attrs.get(BASELINE_ATTR):
+        if step is None or TrialRecord.of(trial).baseline:
             return True
         if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= self.until:
             return True

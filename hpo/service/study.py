@@ -14,17 +14,14 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo import __version__
+from hpo.analysis.record import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATTR, StudyRecord
 from hpo.errors import ConfigError, HpoError
-from hpo.service.pruning import BASELINE_ATTR, make_pruner
+from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
 from hpo.service.trials import fail_reason, is_carried, is_retry, retry_history
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
-
-SPEC_ATTR, HASH_ATTR = "hpo_spec", "hpo_spec_hash"
-DATA_ATTR = "data"  # the data's image counts, classes and size (ImageData.summary): the report's header
-FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 
 
 # From benchmarks/sampler_efficiency.py (docs/benchmarks.md "Samplers"): digits and shapes, 20 seeds of 30 trials.
@@ -88,7 +85,7 @@ def pruned_reason(spec: Spec) -> str:
 
 def stored_spec(study: optuna.Study) -> Spec | None:
     """The spec ``hpo launch`` stored in the study; None for studies other tools created."""
-    raw = study.user_attrs.get(SPEC_ATTR)
+    raw = StudyRecord.of(study).text(SPEC_ATTR)
     return parse_stored(raw, study_name=study.study_name) if raw else None
 
 
@@ -125,7 +122,7 @@ def load(storage: RDBStorage, name: str, where: str) -> optuna.Study:
 
 
 def _differences(existing: optuna.Study, spec: Spec) -> list[str]:
-    raw = existing.user_attrs.get(SPEC_ATTR)
+    raw = StudyRecord.of(existing).text(SPEC_ATTR)
     if not raw:
         return ["(no spec stored)"]
     try:
@@ -178,7 +175,7 @@ def create_or_resume(
     )
     study.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))
     study.set_user_attr(HASH_ATTR, spec.fingerprint())
-    study.set_user_attr("hpo_version", __version__)
+    study.set_user_attr(VERSION_ATTR, __version__)
     for params in spec.baselines if baselines else ():
         enqueue_baseline(study, dict(params))
     return study, True

@@ -7,14 +7,14 @@ import copy
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.scoring.noise import Noise, pooled
-from hpo.service.optuna_internals import trial_id
+from hpo.service.optuna_internals import frozen
 from hpo.training.telemetry import hardware_of, rss_leak
 
 REASONS = {
@@ -34,11 +34,10 @@ REASONS = {
     "fid_not_finite": "the samples could not be scored (FID not finite)",
     "error": "an unexpected error; see the trial's error attribute and the worker log",
 }
-CARRIED_ATTR = "carried_from"  # "STUDY#N": a prior observation copied by `hpo launch --warm-start`, never trained here
 
 
 def is_carried(t: FrozenTrial) -> bool:
-    return CARRIED_ATTR in t.user_attrs
+    return TrialRecord.of(t).carried_from is not None
 
 
 def own_trials(study: optuna.Study, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
@@ -49,8 +48,8 @@ def own_trials(study: optuna.Study, states: Sequence[TrialState] | None = None) 
 
 def carried_text(study: optuna.Study) -> str | None:
     """One line on a warm start: which study the prior observations came from, how many."""
-    sources = Counter(str(t.user_attrs[CARRIED_ATTR]).rsplit("#", 1)[0] for t in study.get_trials(deepcopy=False)
-                      if is_carried(t))  # fmt: skip
+    carried = (TrialRecord.of(t).carried_from for t in study.get_trials(deepcopy=False))
+    sources = Counter(source.rsplit("#", 1)[0] for source in carried if source is not None)
     if not sources:
         return None
     names = ", ".join(f"{n} trial(s) of {name!r}" for name, n in sources.items())
@@ -71,10 +70,6 @@ def best_own(study: optuna.Study) -> FrozenTrial | None:
     return ranked[0] if ranked else None
 
 
-# attributes that describe how a trial ended: a retry must not inherit them
-ENDING_ATTRS = ("fail_reason", "error", "stopped_at_kimg", "oom_batch_size")
-
-
 def mark_ended(
     trial: optuna.Trial, reason: str, *, detail: str | None = None, stopped_at_kimg: float | None = None
 ) -> None:
@@ -82,11 +77,11 @@ def mark_ended(
     objective for what training and scoring decide, the worker for stops and unexpected errors."""
     if reason not in REASONS and not reason.startswith("pruned_by_"):
         raise ValueError(f"unknown fail reason {reason!r}; add it to REASONS")
-    trial.set_user_attr("fail_reason", reason)
+    trial.set_user_attr(FAIL_REASON_ATTR, reason)
     if detail is not None:
-        trial.set_user_attr("error", detail[:500])
+        trial.set_user_attr(ERROR_ATTR, detail[:500])
     if stopped_at_kimg is not None:
-        trial.set_user_attr("stopped_at_kimg", stopped_at_kimg)
+        trial.set_user_attr(STOPPED_AT_ATTR, stopped_at_kimg)
 
 
 def ended_line(t: FrozenTrial) -> str:
@@ -102,7 +97,7 @@ def ended_line(t: FrozenTrial) -> str:
 
 def started_line(trial: optuna.Trial, params: dict[str, object]) -> str:
     """The worker's one log line for a trial it starts: number, retry of which, parameters."""
-    retry = trial.storage.get_trial_system_attrs(trial_id(trial)).get("failed_trial")
+    retry = retry_of(frozen(trial))
     of = f" (retry of trial {retry})" if retry is not None else ""
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
     return f"trial {trial.number} started{of}: {shown}"
@@ -116,9 +111,9 @@ def fail_reason(t: FrozenTrial) -> str | None:
     """Why a finished trial did not complete; None for complete, running and waiting trials."""
     if t.state not in (TrialState.FAIL, TrialState.PRUNED):
         return None
-    reason = t.user_attrs.get("fail_reason")
+    reason = TrialRecord.of(t).fail_reason
     if reason:
-        return str(reason)
+        return reason
     return "worker_lost" if t.state == TrialState.FAIL else "pruned_by_median"
 
 
@@ -151,17 +146,12 @@ def retried_numbers(trials: Sequence[FrozenTrial]) -> dict[int, int]:
     return {history[-1]: t.number for t in trials if (history := retry_history(t))}
 
 
-def current_attrs(t: FrozenTrial) -> dict[str, Any]:
-    """The user attributes that describe this attempt: a waiting retry shows none of its predecessor's."""
-    return {} if t.state == TrialState.WAITING else dict(t.user_attrs)
-
-
 class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
     """Optuna's retry of a stale (or stopped) trial, without the attributes of how it ended."""
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         clean = copy.deepcopy(trial)
-        clean.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in ENDING_ATTRS}
+        clean.user_attrs = TrialRecord.of(trial).without_ending()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             super().__call__(study, clean)
@@ -169,13 +159,14 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
 
 def leak_text(trials: Sequence[FrozenTrial]) -> str | None:
     """A worker process whose memory kept growing after warm-up and its largest batch (``rss_leak``)."""
-    readings = [(t, h) for t in sorted(trials, key=lambda t: t.number) if (h := hardware_of(t.user_attrs)) is not None]
+    ordered = sorted(trials, key=lambda t: t.number)
+    readings = [(t, h) for t in ordered if (h := hardware_of(TrialRecord.of(t).hardware)) is not None]
     return rss_leak([(h.pid, h.rss_start_mb, int(t.params.get("batch_size", 0))) for t, h in readings])
 
 
 def noise_estimates(trials: Sequence[FrozenTrial]) -> list[float]:
     """Each re-scored trial's estimate of a score's standard deviation (``fid_noise``)."""
-    return [float(v) for t in trials if isinstance(v := t.user_attrs.get("fid_noise"), (int, float))]
+    return [v for t in trials if (v := TrialRecord.of(t).noise) is not None]
 
 
 NEAR_BEST = 2.0  # re-scored trials within this factor of the best score measure the noise near it

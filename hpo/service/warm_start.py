@@ -1,7 +1,7 @@
 """``hpo launch SPEC --warm-start OTHER``: a new study that starts from another's evidence.
 
 The other study's finished trials whose parameters the new search space can hold are copied in as
-prior observations (``trials.CARRIED_ATTR`` names where each came from): the sampler models them and
+prior observations (``record.CARRIED_ATTR`` names where each came from): the sampler models them and
 the pruner compares against their curves, but they count toward nothing of the new study
 (``trials.own_trials``). Its best configurations are enqueued, so the new study measures them again
 under its own settings before the sampler proposes. What could not be carried is named in one line.
@@ -28,10 +28,11 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from hpo.analysis.record import CARRIED_ATTR, WARM_START_ATTR
 from hpo.errors import ConfigError, HpoError
 from hpo.service.space import distributions
 from hpo.service.study import enqueue_baseline
-from hpo.service.trials import CARRIED_ATTR, best_first, own_trials
+from hpo.service.trials import best_first, own_trials
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec, changed_keys
 
@@ -187,7 +188,7 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
         params = {name: t.params[name] for name in dists}
         if params in queued:
             continue
-        target.enqueue_trial(params, user_attrs={"warm_start": f"{source.study_name}#{t.number}"})
+        target.enqueue_trial(params, user_attrs={WARM_START_ATTR: f"{source.study_name}#{t.number}"})
         queued.append(params)
         out.enqueued.append(params)
     return out

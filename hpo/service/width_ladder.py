@@ -18,11 +18,11 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import CONFIRM_OF, WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
 from hpo.analysis.transfer import Transfer, TransferRun, transfer
 from hpo.diffusion.unet import scaled_channels
 from hpo.errors import HpoError
 from hpo.service.confirm import (
-    CONFIRM_OF,
     Confirmed,
     companion_raw,
     pick_configurations,
@@ -34,7 +34,6 @@ from hpo.service.study import create_or_resume, require_spec
 from hpo.spec.params import candidates
 from hpo.spec.spec import spec_from_dict
 
-WIDTHS, WIDTHS_BY = "hpo_widths", "hpo_widths_by"  # the companion's plan; the source study's pointer to it
 MAX_WIDTH_FACTOR = 16.0
 LR_STEP = 2.0  # neighbouring learning rates of the grid differ by this factor
 MIN_LRS = 3  # a parabola needs three points; fewer cannot place an optimum
@@ -102,7 +101,7 @@ def create_width_companion(
         companion.set_user_attr(WIDTHS, {"factors": factors, "lrs": lrs})
         for trial, widths, grid in plans:
             params = {k: v for k, v in trial.params.items() if k not in ("kimg", "lr", "base_channels")}
-            attrs = {"confirm_of": trial.number, "baseline": bool(trial.user_attrs.get("baseline"))}
+            attrs = companion_attrs(trial, watch=False)
             for width in widths:
                 for lr in grid:
                     for seed in seed_values:
@@ -151,11 +150,11 @@ class WidthLadder:
 def runs_by_config(trials: list[FrozenTrial]) -> dict[int, list[TransferRun]]:
     out: dict[int, list[TransferRun]] = {}
     for t in trials:
-        number, score = t.user_attrs.get("confirm_of"), run_score(t)
+        number, score = TrialRecord.of(t).source_trial, run_score(t)
         if number is None or score is None:
             continue
         run = TransferRun(int(t.params["base_channels"]), float(t.params["lr"]), int(t.params["seed"]), score)
-        out.setdefault(int(number), []).append(run)
+        out.setdefault(number, []).append(run)
     return out
 
 
@@ -164,7 +163,7 @@ def config_transfer(trial: FrozenTrial, runs: list[TransferRun], widths: int, lr
     counts: dict[tuple[int, float], int] = {}
     for r in runs:
         counts[r.width, r.lr] = counts.get((r.width, r.lr), 0) + 1
-    value, baseline = float(trial.value or math.nan), bool(trial.user_attrs.get("baseline"))
+    value, baseline = float(trial.value or math.nan), TrialRecord.of(trial).baseline
     if len(counts) < widths * lrs or min(counts.values()) < seeds:
         text = f"{len(runs)} of {widths * lrs * seeds} runs finished"
         return ConfigTransfer(trial.number, value, baseline, runs, None, text)
@@ -200,7 +199,7 @@ def rung_text(factor: float, configs: list[Confirmed], state: str) -> str:
 
 
 def width_verdict(source: optuna.Study, companion: optuna.Study) -> WidthLadder:
-    plan = companion.user_attrs[WIDTHS]
+    plan = StudyRecord.of(companion).plan(WIDTHS)
     factors, lrs = [float(f) for f in plan["factors"]], int(plan["lrs"])
     spec = require_spec(companion)
     seeds = len(candidates(spec.search["seed"]))

@@ -23,17 +23,18 @@ from types import FrameType
 
 import optuna
 
+from hpo.analysis.record import RAN_ON_ATTR, REPORTED_ATTR, SPEC_ATTR, StudyRecord
 from hpo.scoring.score import preflight
 from hpo.service.context import StudyContext
 from hpo.service.db_errors import is_storage_error
 from hpo.service.names import DEFAULT_ARTIFACTS
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.optuna_internals import trial_id
-from hpo.service.placement import RAN_ON_ATTR, Placement
+from hpo.service.placement import Placement
 from hpo.service.pruning import make_pruner
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
-from hpo.service.study import SPEC_ATTR, load, make_sampler, progress, require_spec
+from hpo.service.study import load, make_sampler, progress, require_spec
 from hpo.service.trials import ended_line, mark_ended
 from hpo.service.urls import redact
 from hpo.spec.spec import Spec
@@ -42,7 +43,6 @@ from hpo.training.data import load_data
 from hpo.training.runtime import resolve_device
 
 log = logging.getLogger("hpo.worker")
-REPORTED_ATTR = "hpo_report_written"
 
 
 class WorkerStopping(KeyboardInterrupt):
@@ -119,7 +119,7 @@ class Worker:
         if self.opts.study is not None:
             return [self.opts.study]
         summaries = optuna.get_all_study_summaries(self.catalog, include_best_trial=False)
-        return sorted(s.study_name for s in summaries if SPEC_ATTR in s.user_attrs)
+        return sorted(s.study_name for s in summaries if StudyRecord.of(s).has(SPEC_ATTR))
 
     def context(self, name: str) -> tuple[StudyContext, optuna.Study, ResilientStorage]:
         if name not in self.contexts:
@@ -161,7 +161,7 @@ class Worker:
             self._optimize_one(study, ctx, lock, storage)
         if self.on_study_done is not None:
             with lock:
-                if progress(study, n_trials, max_retries=retries).done and not study.user_attrs.get(REPORTED_ATTR):
+                if progress(study, n_trials, max_retries=retries).done and not StudyRecord.of(study).has(REPORTED_ATTR):
                     study.set_user_attr(REPORTED_ATTR, True)
                     self._study_done(study, storage)
         return Outcome.RAN

@@ -182,9 +182,8 @@ def summarise_hardware(readings: list[Hardware], *, rss_start_mb: float) -> Hard
     )
 
 
-def hardware_of(attrs: dict[str, Any]) -> HardwareSummary | None:
-    """A trial's stored hardware summary, if it has one."""
-    raw = attrs.get("hardware")
+def hardware_of(raw: object) -> HardwareSummary | None:
+    """A stored hardware summary (``HardwareSummary.as_dict``), if there is one."""
     return HardwareSummary.from_dict(raw) if isinstance(raw, dict) else None
 
 

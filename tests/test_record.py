@@ -1,0 +1,140 @@
+"""One schema for what a trial and a study store: only hpo/analysis/record.py reads ``user_attrs`` or
+names an attribute key as a string; everything else goes through TrialRecord / StudyRecord."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from hpo.analysis.record import (
+    BASELINE_ATTR,
+    ENDING_ATTRS,
+    LADDER,
+    SOURCE_TRIAL_ATTR,
+    WATCH_SAMPLING_ATTR,
+    RunRecord,
+    StudyRecord,
+    TrialRecord,
+    companion_attrs,
+)
+from hpo.errors import HpoError
+
+PACKAGE = Path(__file__).parent.parent / "hpo"
+RECORD = PACKAGE / "analysis" / "record.py"
+
+
+def attribute_reads(path: Path) -> list[str]:
+    """Every ``x.user_attrs`` read and every ``set_user_attr("literal", ...)`` in one module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr == "user_attrs" and isinstance(node.ctx, ast.Load):
+            found.append(f"{path.name}:{node.lineno} reads .user_attrs")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "set_user_attr"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.append(f"{path.name}:{node.lineno} writes the key {node.args[0].value!r} as a string")
+        if isinstance(node, ast.keyword) and node.arg == "user_attrs" and isinstance(node.value, ast.Dict):
+            literal = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+            found += [f"{path.name}:{node.lineno} enqueues the key {key!r} as a string" for key in literal]
+    return found
+
+
+def test_no_module_but_the_record_reads_user_attrs_or_spells_a_key() -> None:
+    modules = [p for p in PACKAGE.rglob("*.py") if p != RECORD]
+    found = [line for path in modules for line in attribute_reads(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_grep_finds_what_it_looks_for(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "def f(t, study):\n"
+        "    study.set_user_attr('floor', 1)\n"
+        "    study.enqueue_trial({}, user_attrs={'baseline': True})\n"
+        "    return t.user_attrs.get('curve')\n"
+    )
+    assert len(attribute_reads(planted)) == 3
+
+
+def frozen(attrs: dict[str, object], state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        state=state,
+        value=1.0 if state == TrialState.COMPLETE else None,
+        params={"lr": 1e-3},
+        distributions={"lr": FloatDistribution(1e-4, 1e-2, log=True)},
+        user_attrs=attrs,
+    )
+
+
+def test_a_trial_record_reads_typed_fields_and_none_for_what_is_absent_or_malformed() -> None:
+    record = TrialRecord.of(
+        frozen(
+            {
+                BASELINE_ATTR: True,
+                "curve": {"0": {"kimg": 1.0, "val_rel": 0.9}, "1": {"kimg": 2.0, "val_rel": 0.8}},
+                "sampling": {"guidance_scale": 1.5, "ddim_steps": 20, "eta": 0.0},
+                "budget_kimg": 2,
+                "kid": "not a number",
+                "precision": 0.8,
+                "recall": 0.6,
+                "fid_repeat": 12.0,
+            }
+        )
+    )
+    assert record.baseline and record.repeated and record.budget_kimg == 2.0
+    assert record.last_point("val_rel") == 0.8 and record.last_point("gap") is None
+    assert record.sampling is not None and record.sampling.guidance_scale == 1.5
+    assert record.kid is None and record.fidelity == {"precision": 0.8, "recall": 0.6}
+    empty = TrialRecord.of(frozen({}))
+    assert not empty.baseline and empty.curve == {} and empty.sampling is None and empty.num_parameters == 0
+    assert empty.source_trial is None and empty.checkpoint is None and empty.sweep == []
+
+
+def test_a_waiting_retry_shows_none_of_its_predecessors_attributes() -> None:
+    waiting = frozen({"curve": {"0": {"kimg": 1.0}}, "fail_reason": "worker_lost"}, TrialState.WAITING)
+    assert TrialRecord.current(waiting).curve == {} and TrialRecord.of(waiting).curve != {}
+
+
+def test_a_retry_inherits_everything_but_how_the_attempt_ended() -> None:
+    attrs = {"curve": {"0": {"kimg": 1.0}}, **dict.fromkeys(ENDING_ATTRS, 1)}
+    assert TrialRecord.of(frozen(attrs)).without_ending() == {"curve": {"0": {"kimg": 1.0}}}
+
+
+def test_a_companion_trial_names_its_source_and_watches_the_sampling_the_source_found_best() -> None:
+    source = frozen({BASELINE_ATTR: True, "sampling": {"guidance": 2.0}})
+    attrs = companion_attrs(source, watch=True)
+    assert attrs == {SOURCE_TRIAL_ATTR: source.number, BASELINE_ATTR: True, WATCH_SAMPLING_ATTR: {"guidance": 2.0}}
+    assert WATCH_SAMPLING_ATTR not in companion_attrs(source, watch=False)
+    assert TrialRecord.of(frozen(attrs)).source_trial == source.number
+
+
+def test_a_run_record_keeps_one_set_of_keys_and_leaves_out_what_it_lacks() -> None:
+    record = RunRecord(
+        val_loss=0.1, validation={"val_rel": 0.9}, sampling={"guidance": 1.0}, kid=None, class_accuracy=None,
+        precision=0.5, recall=0.4, num_samples=64, combinations=3, train_seconds=1.0, score_seconds=2.0,
+        images_per_second=10.0, peak_memory_mb=5.0, num_parameters=1000, hardware=None, ema_snapshots=None,
+    )  # fmt: skip
+    attrs = record.as_attrs()
+    assert attrs["val_rel"] == 0.9 and "hardware" not in attrs and "ema_snapshots" not in attrs
+    read = TrialRecord(attrs)
+    assert read.num_parameters == 1000 and read.fidelity == {"precision": 0.5, "recall": 0.4}
+
+
+def test_a_study_record_reads_its_plan_and_says_which_companion_lacks_one() -> None:
+    study = optuna.create_study()
+    study.set_user_attr("fid_noise", {"sd": 1.5, "pairs": 3})
+    record = StudyRecord.of(study)
+    assert record.noise_sd == 1.5 and record.floor is None and not record.has(LADDER)
+    with pytest.raises(HpoError, match="hpo_ladder"):
+        record.plan(LADDER)
+    assert math.isclose(StudyRecord({"fid_noise": {"sd": 2}}).noise_sd or 0.0, 2.0)
