@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, draw_configurations, quiet
-from hpo.scoring.noise import Noise, pair_sd, pooled
+from hpo.analysis.noise import Noise, pair_sd, pooled
 from hpo.scoring.score import make_scorer, score
 from hpo.scoring.sweep import SweepResult, ema_sentence, run_sweep
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig

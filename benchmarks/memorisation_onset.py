@@ -24,12 +24,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import quiet
+from hpo.analysis.stopping import Point, copy_onset
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.scoring.features import classifier_extractor
 from hpo.scoring.progress import ProgressProbe, copy_floor_of
 from hpo.scoring.reference import reference_stats
 from hpo.scoring.score import Scorer
-from hpo.scoring.stopping import Point, copy_onset
 from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData, load_data

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
+from hpo.analysis.noise import Noise
 from hpo.scoring.features import extract
-from hpo.scoring.noise import Noise
 from hpo.scoring.score import fid_kid, make_scorer
 from hpo.scoring.weights import verify_weights, weights_path
 from hpo.spec.config import DataConfig, ScoreConfig

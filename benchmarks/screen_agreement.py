@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
+from hpo.analysis.noise import pair_sd
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
-from hpo.scoring.noise import pair_sd
 
 CACHE = Path("/tmp/hpo-bench-cache/screen")
 GUIDANCE = (1.0, 2.0, 3.0)

@@ -147,7 +147,7 @@ def test_a_trial_lost_moments_ago_keeps_its_study_open_until_its_retry_is_queued
 def test_the_noise_near_the_best_ignores_a_baseline_far_above_it() -> None:
     """As on the quickstart: the baseline at 133 re-scored with sd 2.6, the best two (3.6 and 5.2)
     with sd 0.4: ties among the best are judged with 0.4, not with a pool that the baseline widens."""
-    from hpo.service.trials import noise_of
+    from hpo.analysis.noise import noise_of
 
     trials = [
         frozen(TrialState.COMPLETE, 132.7, fid_noise=2.56, baseline=True),

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from hpo.scoring.stopping import Point, fit_power_law, forecast, points_from_curve, power_law, stop_verdict
+from hpo.analysis.stopping import Point, fit_power_law, forecast, points_from_curve, power_law, stop_verdict
 
 KIMG = [16, 32, 48, 64, 96, 128, 192, 256]
 

@@ -13,21 +13,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.noise import noise_of
 from hpo.analysis.record import StudyRecord, TrialRecord
+from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
-from hpo.scoring.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.service.placement import Placement
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
-from hpo.service.trials import (
-    best_own,
-    carried_text,
-    fail_reason,
-    leak_text,
-    noise_of,
-    own_trials,
-    retried_numbers,
-)
+from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import HardwareSummary, hardware_of

@@ -14,14 +14,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from hpo.analysis.noise import pair_sd
 from hpo.analysis.record import TrialRecord
+from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
-from hpo.scoring.noise import pair_sd
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import Floor, ProgressProbe, copy_floor_of, eval_point_text, fidelity_text
 from hpo.scoring.score import Scorer, make_scorer, preflight
-from hpo.scoring.stopping import points_from_curve, stop_verdict
 from hpo.scoring.sweep import ema_sentence, sweep_table
 from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec

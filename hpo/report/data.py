@@ -14,11 +14,12 @@ from typing import Any, Literal
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.noise import Noise, noise_of
+from hpo.analysis.ranking import best_first, score_of
 from hpo.analysis.record import TrialRecord
-from hpo.scoring.noise import Noise
 from hpo.scoring.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
-from hpo.service.trials import best_first, fail_reason, noise_of
+from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import ScreenBy
 
@@ -94,7 +95,7 @@ def best_vs_baseline(s: Summary) -> str:
     """The improvement over the baseline, and whether it is larger than the noise."""
     if s.best is None or s.baseline is None:
         return "No complete baseline to compare with yet: baselines are enqueued first, so wait for them."
-    best, base = float(s.best.value), float(s.baseline.value)  # type: ignore[arg-type]
+    best, base = score_of(s.best), score_of(s.baseline)
     if s.best is s.baseline:
         return f"The baseline (trial #{s.baseline.number}, {base:.4g}) is still the best configuration."
     gain = base - best
@@ -105,14 +106,6 @@ def best_vs_baseline(s: Summary) -> str:
         margin = s.noise.tie_margin
         return f"{head}: the {gain:.3g} difference is within the noise (tie margin {margin:.2g}): they are tied."
     return f"{head}: {gain:.3g} better, more than the noise (tie margin {s.noise.tie_margin:.2g}, {s.noise.text()})."
-
-
-def ties_with_best(done: Sequence[FrozenTrial], noise: Noise) -> list[int]:
-    """Numbers of the complete trials tied with the best (within the noise)."""
-    if not done:
-        return []
-    best = float(done[0].value)  # type: ignore[arg-type]
-    return [t.number for t in done[1:] if noise.within_tie_margin(best, float(t.value))]  # type: ignore[arg-type]
 
 
 def sweep_of(t: FrozenTrial) -> list[ComboScore]:

@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 from optuna.trial import FrozenTrial
 
+from hpo.analysis.ranking import best_first
 from hpo.errors import HpoError
 from hpo.report.importance import Importances, common_eval_point, importances, score_target, validation_target
-from hpo.service.trials import best_first
 from hpo.spec.loading import set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec

@@ -18,7 +18,9 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.ranking import ties_with_best
 from hpo.analysis.record import CONFIRMED_BY, StudyRecord, TrialRecord
+from hpo.analysis.stopping import validation_trend
 from hpo.errors import HpoError
 from hpo.report import figures
 from hpo.report.bundle import loader_html
@@ -33,7 +35,6 @@ from hpo.report.data import (
     summarise_study,
     sweep_answer,
     sweep_of,
-    ties_with_best,
     validation_points,
     wall_seconds,
 )
@@ -42,7 +43,6 @@ from hpo.report.ladder import ladder_html
 from hpo.report.narrow import narrow
 from hpo.report.widths import widths_html
 from hpo.scoring.progress import fidelity_text, floor_reading
-from hpo.scoring.stopping import validation_trend
 from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import verdict
 from hpo.service.context import artifact_file

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from hpo.analysis.noise import Noise
 from hpo.scoring.features import classified_share, extract
 from hpo.scoring.fidelity import K
 from hpo.scoring.memorisation import CopyShare, copy_share, pixel_vectors
-from hpo.scoring.noise import Noise
 from hpo.scoring.score import Scorer, fid_kid, sample_features, score_labels
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData

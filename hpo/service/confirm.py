@@ -19,11 +19,12 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import spearmanr
 
+from hpo.analysis.ranking import best_first
 from hpo.analysis.record import CONFIRM_OF, CONFIRMED_BY, LADDER, LADDER_BY, TrialRecord, companion_attrs
 from hpo.analysis.seeds import within_two_standard_errors
 from hpo.errors import HpoError
 from hpo.service.study import create_or_resume, require_spec
-from hpo.service.trials import best_first, own_trials
+from hpo.service.trials import own_trials
 from hpo.spec.params import candidates
 from hpo.spec.spec import spec_from_dict
 

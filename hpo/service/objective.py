@@ -21,6 +21,7 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
+from hpo.analysis.noise import noise_estimates, pair_sd, pooled
 from hpo.analysis.record import (
     BUDGET_KIMG_ATTR,
     CHECKPOINT_ATTR,
@@ -41,7 +42,6 @@ from hpo.analysis.record import (
 )  # fmt: skip
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
-from hpo.scoring.noise import pair_sd, pooled
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.score import score
 from hpo.scoring.sweep import ComboScore
@@ -49,7 +49,7 @@ from hpo.service.context import StudyContext, sample_grid, sample_strip, upload,
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
 from hpo.service.study import pruned_reason
-from hpo.service.trials import mark_ended, noise_estimates, own_trials, started_line
+from hpo.service.trials import mark_ended, own_trials, started_line
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs

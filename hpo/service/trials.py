@@ -12,8 +12,8 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.ranking import best_first
 from hpo.analysis.record import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
-from hpo.scoring.noise import Noise, pooled
 from hpo.service.optuna_internals import frozen
 from hpo.training.telemetry import hardware_of, rss_leak
 
@@ -54,13 +54,6 @@ def carried_text(study: optuna.Study) -> str | None:
         return None
     names = ", ".join(f"{n} trial(s) of {name!r}" for name, n in sources.items())
     return f"warm-started: {names} informed the sampler and pruner; they count toward nothing here"
-
-
-def best_first(trials: Sequence[FrozenTrial], *, maximize: bool = False) -> list[FrozenTrial]:
-    """The complete trials that have a value, best first (lowest, unless ``maximize``): the one
-    ranking of finished trials that the report, narrowing, confirmation and warm starts read."""
-    done = [t for t in trials if t.state == TrialState.COMPLETE and isinstance(t.value, (int, float))]
-    return sorted(done, key=lambda t: float(t.value or 0.0), reverse=maximize)
 
 
 def best_own(study: optuna.Study) -> FrozenTrial | None:
@@ -162,24 +155,3 @@ def leak_text(trials: Sequence[FrozenTrial]) -> str | None:
     ordered = sorted(trials, key=lambda t: t.number)
     readings = [(t, h) for t in ordered if (h := hardware_of(TrialRecord.of(t).hardware)) is not None]
     return rss_leak([(h.pid, h.rss_start_mb, int(t.params.get("batch_size", 0))) for t, h in readings])
-
-
-def noise_estimates(trials: Sequence[FrozenTrial]) -> list[float]:
-    """Each re-scored trial's estimate of a score's standard deviation (``fid_noise``)."""
-    return [v for t in trials if (v := TrialRecord.of(t).noise) is not None]
-
-
-NEAR_BEST = 2.0  # re-scored trials within this factor of the best score measure the noise near it
-
-
-def noise_of(trials: Sequence[FrozenTrial]) -> Noise:
-    """The score noise near the best score, pooled over the re-scored trials within a factor of
-    ``NEAR_BEST`` of it (every re-scored trial when none is): a score's sampling noise grows with the
-    score (measured on the quickstart: sd 2.6 at 133, 0.4 at 3.6), so a baseline far above the best
-    must not widen the margin that decides ties among the best trials."""
-    scored = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    if not scored:
-        return pooled(noise_estimates(trials))
-    best = min(float(t.value) for t in scored)  # type: ignore[arg-type]
-    near = [t for t in scored if float(t.value) <= NEAR_BEST * max(best, 1e-9)]  # type: ignore[arg-type]
-    return pooled(noise_estimates(near) or noise_estimates(trials))

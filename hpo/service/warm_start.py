@@ -28,11 +28,12 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from hpo.analysis.ranking import best_first
 from hpo.analysis.record import CARRIED_ATTR, WARM_START_ATTR
 from hpo.errors import ConfigError, HpoError
 from hpo.service.space import distributions
 from hpo.service.study import enqueue_baseline
-from hpo.service.trials import best_first, own_trials
+from hpo.service.trials import own_trials
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec, changed_keys
 

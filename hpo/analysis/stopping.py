@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import curve_fit
 
-from hpo.scoring.noise import Noise
+from hpo.analysis.noise import Noise
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 MIN_POINTS = 3
