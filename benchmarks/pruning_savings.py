@@ -28,9 +28,9 @@ from optuna.trial import FrozenTrial, TrialState
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with, trained_kimg
+from hpo.analysis.record import PRUNING_METRIC
 from hpo.service.pruning import make_pruner
 from hpo.spec.spec import spec_from_dict
-from hpo.training.validation import PRUNING_METRIC
 
 PRUNERS: dict[str, dict[str, Any]] = {
     "median": {"name": "median", "startup_trials": 3, "warmup_evals": 1},

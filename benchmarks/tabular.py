@@ -127,13 +127,13 @@ def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured
     """One training run and its score, in a worker process with one thread."""
     import torch
 
+    from hpo.analysis.record import PRUNING_METRIC
     from hpo.scoring.progress import ProgressProbe
     from hpo.scoring.score import make_scorer
     from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig
     from hpo.spec.sampling import SamplingConfig
     from hpo.training.data import load_data
     from hpo.training.trainer import EvalPoint, TrainingAborted, train
-    from hpo.training.validation import PRUNING_METRIC
 
     dataset, kimg, cell, seed, cache = job
     torch.set_num_threads(1)

@@ -16,7 +16,7 @@ BELOW = {
     "spec": {"errors"},
     "analysis": {"spec", "errors"},
     "diffusion": {"errors"},
-    "training": {"spec", "diffusion", "errors"},
+    "training": {"spec", "analysis", "diffusion", "errors"},
     "tracking": {"spec", "training", "diffusion", "errors"},
     "scoring": {"spec", "diffusion", "training", "analysis", "errors"},
     "doctor": {"spec", "diffusion", "training", "errors"},

@@ -62,7 +62,7 @@ def test_narrowing_a_study_without_complete_trials_is_one_line(tmp_path: Path) -
 def test_a_parameter_every_complete_trial_drew_alike_is_fixed_as_unmeasured_not_as_unimportant(
     tmp_path: Path,
 ) -> None:
-    from hpo.report.narrow import narrow
+    from hpo.analysis.narrow import narrow
 
     spec = load_spec(write_spec(tmp_path, study={"name": "alike", "n_trials": 40}, search=SEARCH))
     study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))

@@ -13,10 +13,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.noise import Noise
 from hpo.analysis.ranking import ties_with_best
 from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of
-from hpo.report.importance import Importances, study_importances
 from hpo.service.confirm import create_companion, verdict
 from tests.browser import browse
 from tests.service_helpers import study_report

@@ -42,6 +42,11 @@ ENDING_ATTRS = (
 )  # how an attempt ended: a retry drops them
 FIDELITY_KEYS = ("precision", "recall", "class_accuracy")  # a score's second signal (also the floor's keys)
 
+# The metric reported at each evaluation point (what pruners compare), a key of every curve entry:
+# benchmarks/pruning_signal.py measures how well each candidate ranks trials by their final score, and
+# docs/benchmarks.md explains the choice.
+PRUNING_METRIC = "val_rel"
+
 # ---- a study's attributes ----
 SPEC_ATTR, HASH_ATTR, VERSION_ATTR = "hpo_spec", "hpo_spec_hash", "hpo_version"
 DATA_ATTR = "data"  # the data's image counts, classes and size (ImageData.summary): the report's header

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpo.analysis.narrow import narrow, next_spec_yaml
 from hpo.errors import HpoError
-from hpo.report.narrow import narrow, next_spec_yaml
 from hpo.service.storage import open_storage
 from hpo.service.study import load, metric_of, require_spec
 from hpo.service.trials import best_own, own_trials

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.noise import noise_of
-from hpo.analysis.record import StudyRecord, TrialRecord
+from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.service.placement import Placement
@@ -24,7 +24,6 @@ from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, o
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.telemetry import HardwareSummary, hardware_of
-from hpo.training.validation import PRUNING_METRIC
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:

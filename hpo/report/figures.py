@@ -13,12 +13,11 @@ import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 from plotly.colors import qualitative
 
-from hpo.analysis.record import TrialRecord
+from hpo.analysis.importance import Importances
+from hpo.analysis.record import PRUNING_METRIC, TrialRecord
 from hpo.report.bundle import CARTESIAN_TRACES, defer
 from hpo.report.data import SweepRows, grid_statistic, relative_sweep, sweep_grid
-from hpo.report.importance import Importances
 from hpo.scoring.sweep import ComboScore
-from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
 STOPPED = (TrialState.PRUNED, TrialState.FAIL)

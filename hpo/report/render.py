@@ -18,8 +18,10 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.importance import Importances, study_importances
+from hpo.analysis.narrow import narrow
 from hpo.analysis.ranking import ties_with_best
-from hpo.analysis.record import CONFIRMED_BY, StudyRecord, TrialRecord
+from hpo.analysis.record import CONFIRMED_BY, PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import validation_trend
 from hpo.errors import HpoError
 from hpo.report import figures
@@ -38,9 +40,7 @@ from hpo.report.data import (
     validation_points,
     wall_seconds,
 )
-from hpo.report.importance import Importances, study_importances
 from hpo.report.ladder import ladder_html
-from hpo.report.narrow import narrow
 from hpo.report.widths import widths_html
 from hpo.scoring.progress import fidelity_text, floor_reading
 from hpo.scoring.sweep import ema_sentence
@@ -52,7 +52,6 @@ from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
 from hpo.training.checkpoint import atomic_write
 from hpo.training.telemetry import hardware_of
-from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.report")
 MIN_SEARCH_POINTS = 3  # complete trials before the search's charts (history, slices, contour) say anything

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpo.analysis.record import RunRecord
+from hpo.analysis.record import PRUNING_METRIC, RunRecord
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
@@ -19,7 +19,6 @@ from hpo.training.data import ImageData
 from hpo.training.model import DiffusionModel
 from hpo.training.posthoc_ema import PosthocEma
 from hpo.training.trainer import TrainResult
-from hpo.training.validation import PRUNING_METRIC
 
 
 @dataclass(frozen=True)

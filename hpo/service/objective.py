@@ -35,6 +35,7 @@ from hpo.analysis.record import (
     METRIC_NAME_ATTR,
     NOISE_ATTR,
     OOM_BATCH_ATTR,
+    PRUNING_METRIC,
     SAMPLES_ATTR,
     SWEEP_ATTR,
     StudyRecord,
@@ -58,7 +59,6 @@ from hpo.training.model import DiffusionModel
 from hpo.training.refusal import schedule_refusal
 from hpo.training.runtime import release_memory
 from hpo.training.trainer import EvalPoint, OnEval, TrainingAborted, TrainingStopped, train
-from hpo.training.validation import PRUNING_METRIC
 
 log = logging.getLogger("hpo.objective")
 

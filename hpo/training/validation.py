@@ -26,9 +26,6 @@ from hpo.training.data import ImageData, to_model_range
 
 LOG_SNR_RANGE = (-6.0, 6.0)
 PROBE_SEED = 1_000_003
-# The metric reported at each evaluation point (what pruners compare): benchmarks/pruning_signal.py
-# measures how well each candidate ranks trials by their final score, and docs/benchmarks.md explains the choice.
-PRUNING_METRIC = "val_rel"
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,9 +19,8 @@ import optuna
 from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import TrialRecord
+from hpo.analysis.record import PRUNING_METRIC, TrialRecord
 from hpo.spec.sampling import SAMPLING_FIELDS
-from hpo.training.validation import PRUNING_METRIC
 
 MIN_TRIALS = 10  # below this, importances are a hint, not a ranking
 BOOTSTRAP_ROUNDS = 50

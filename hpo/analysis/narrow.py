@@ -2,7 +2,7 @@
 narrowed around the best trials, the ones that did not are fixed at the best trial's value, and every
 change carries its evidence as a comment in the written YAML.
 
-"Mattered" is read from fANOVA over the complete trials, bootstrapped (:mod:`hpo.report.importance`):
+"Mattered" is read from fANOVA over the complete trials, bootstrapped (:mod:`hpo.analysis.importance`):
 a parameter whose 80 % interval stays below ``MATTERS`` is fixed; any other is narrowed to the range
 the best trials span (a log range widened by ×1.5 each side, a linear one by a tenth of its old width,
 never past the old bounds), a categorical to the choices the best trials used.
@@ -18,13 +18,13 @@ from typing import Any
 import yaml
 from optuna.trial import FrozenTrial
 
+from hpo.analysis.importance import Importances, common_eval_point, importances, score_target, validation_target
 from hpo.analysis.ranking import best_first
+from hpo.analysis.record import PRUNING_METRIC
 from hpo.errors import HpoError
-from hpo.report.importance import Importances, common_eval_point, importances, score_target, validation_target
 from hpo.spec.loading import set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec
-from hpo.training.validation import PRUNING_METRIC
 
 MATTERS = 0.15  # an upper 80 % bound of fANOVA importance below this: the parameter did not matter
 TOP_SHARE, MIN_TOP = 0.2, 3  # the best trials the narrowed ranges are read from
