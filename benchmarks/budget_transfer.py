@@ -11,7 +11,7 @@ agreement between the complete 1× ranking and the complete 16× ranking, and th
 correlations of the constant schedule; the score noise (two sample sets of the same weights) says
 which differences are real.
 
-    .venv/bin/python benchmarks/budget_transfer.py [--configs 8] [--base-kimg 4] [--threads 1]
+    .venv/bin/python -m benchmarks.budget_transfer [--configs 8] [--base-kimg 4] [--threads 1]
 
 Scaled to this CPU: 8 px images and a small UNet (base 16 channels), so a 16× run is 64 kimg.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,6 @@ from typing import Any
 import numpy as np
 import torch
 from scipy.stats import spearmanr
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, draw_configurations, quiet
 from hpo.scoring.progress import ProgressProbe

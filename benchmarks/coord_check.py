@@ -6,20 +6,16 @@ run widths 32 (checked at 8/16/32) and 64 (16/32/64), lr 1e-3 and 1e-2, 3 and 6 
 parameterisation. Printed per setting: the largest growth exponent and its layer, and how many layers
 exceed the doctor's ``MAX_GROWTH``. Peer: the other parameterisation on the same setting.
 
-    .venv/bin/python benchmarks/coord_check.py
+    .venv/bin/python -m benchmarks.coord_check
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.doctor.coord_check import MAX_GROWTH, coord_growth, widths_for
 from hpo.spec.config import DataConfig, Parameterization, TrainConfig

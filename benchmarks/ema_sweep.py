@@ -11,7 +11,7 @@ the tie margin that says which differences are real. Cost: training with and wit
 profiles (on the first ``--overhead`` configurations), each sweep's seconds, and the study ratio
 (train + score, post-hoc / today); disk: the snapshots per trial.
 
-    .venv/bin/python benchmarks/ema_sweep.py [--configs 8] [--threads 1] [--datasets digits,shapes]
+    .venv/bin/python -m benchmarks.ema_sweep [--configs 8] [--threads 1] [--datasets digits,shapes]
 """
 
 from __future__ import annotations
@@ -20,15 +20,12 @@ import argparse
 import math
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, draw_configurations, quiet
 from hpo.analysis.noise import Noise, pair_sd, pooled

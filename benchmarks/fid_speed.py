@@ -3,7 +3,7 @@ extraction separately) at 16 and 32 px, the sampling batch that is cheapest per 
 the spec default), sampling in bf16 against fp32 on the same weights (time and score), and the share
 of a quickstart trial spent scoring.
 
-    .venv/bin/python benchmarks/fid_speed.py [precision]
+    .venv/bin/python -m benchmarks.fid_speed [precision]
 
 Peers: the trial's own training time at the quickstart settings (target: scoring < 20 % of a trial);
 fp32 sampling for bf16 (target: a score change well inside the spread between sample seeds).

@@ -17,7 +17,7 @@ trap 'rm -rf "$WORK"' EXIT
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device')"
 
 echo "== 1. throughput (bikes network, bf16) =="
-timeout 180 "$PY" benchmarks/gpu_throughput.py
+timeout 180 "$PY" -m benchmarks.gpu_throughput
 
 echo "== 2. the full doctor, with its bf16 check =="
 cat > "$WORK/bikes-shapes.yaml" <<YAML

@@ -2,20 +2,16 @@
 achieved TFLOP/s (FLOPs counted by torch's FlopCounterMode on one step) and MFU against the GPU's
 bf16 dense peak, with torch.compile off and on. Peer: the peak the hardware allows.
 
-    python benchmarks/gpu_throughput.py [--peak-tflops 989] [--batch 128] [--size 64]
+    python -m benchmarks.gpu_throughput [--peak-tflops 989] [--batch 128] [--size 64]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.train_throughput import synthetic_data
 from hpo.spec.config import TrainConfig

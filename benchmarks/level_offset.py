@@ -4,19 +4,15 @@ A model trained at T=1000 (dense timesteps) is evaluated at each level λ and at
 relative change of the raw v-space error is set against the change of its ratio to the Wiener
 reference (the ``val_rel`` levels). Peer: the raw error, today's per-level number.
 
-    .venv/bin/python benchmarks/level_offset.py
+    .venv/bin/python -m benchmarks.level_offset
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.diffusion.parameterization import model_time, to_x0_eps
 from hpo.spec.config import DataConfig

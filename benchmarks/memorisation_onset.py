@@ -7,21 +7,18 @@ evaluation points: classifier-FID against the subset, the share of samples that 
 the validation metric. The onset is the first point from which the copy interval stays above the
 held-out images' floor; the doctor's data-budget rule (500 epochs) is printed beside it.
 
-    .venv/bin/python benchmarks/memorisation_onset.py [--kimg 128] [--sizes 64,256,0] [--threads 1]
+    .venv/bin/python -m benchmarks.memorisation_onset [--kimg 128] [--sizes 64,256,0] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import quiet
 from hpo.analysis.stopping import Point, copy_onset

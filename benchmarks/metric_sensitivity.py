@@ -9,14 +9,13 @@ the floor over bootstrap resamples of the held-out images at the score's sample 
 set of real images moves by chance). A defect "moves the score" when score − floor exceeds the
 margin. Inception FID runs only where its weights are present (offline here: said, not run).
 
-    .venv/bin/python benchmarks/metric_sensitivity.py [--datasets digits,shapes] [--samples 256]
+    .venv/bin/python -m benchmarks.metric_sensitivity [--datasets digits,shapes] [--samples 256]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +23,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.analysis.noise import Noise
 from hpo.scoring.features import extract

@@ -12,7 +12,7 @@ saved against no pruning, the complete trials (what a report can rank), the best
 spread (share of studies that lost more than one seed sd), and the share of studies whose best trial
 survived.
 
-    .venv/bin/python benchmarks/pruning_replay.py [--repeats 300] [--sizes 10,30]
+    .venv/bin/python -m benchmarks.pruning_replay [--repeats 300] [--sizes 10,30]
 
 Goal (issue 21): at least 2x less compute at a best within the seed spread.
 """
@@ -23,15 +23,12 @@ import argparse
 import math
 import random
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
 from benchmarks.tabular import NUM_EVALS, Measured, Table, build, cell_key, replay_trial

@@ -7,7 +7,7 @@ run — the check that the replays of the others are faithful. Prints each prune
 best classifier-FID and compute ratio against no pruning; then retrains the unpruned study's best
 configuration with 2 other seeds, so each best FID is read against the seed-to-seed spread.
 
-    .venv/bin/python benchmarks/pruning_savings.py [--trials 10] [--kimg 6]
+    .venv/bin/python -m benchmarks.pruning_savings [--trials 10] [--kimg 6]
 
 Goal: at least 2x less compute at a best FID within the seed-to-seed spread.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,6 @@ from typing import Any
 import optuna
 import torch
 from optuna.trial import FrozenTrial, TrialState
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with, trained_kimg
 from hpo.analysis.record import PRUNING_METRIC

@@ -8,7 +8,7 @@ stores: the mean v-space error (``val_loss``), its log-mean, the mean without th
 the error ratio to a per-pixel Wiener denoiser (arithmetic and geometric mean: ``val_rel``), each
 level alone, and the training loss.
 
-    .venv/bin/python benchmarks/pruning_signal.py [--trials 12] [--kimg 8]
+    .venv/bin/python -m benchmarks.pruning_signal [--trials 12] [--kimg 8]
 """
 
 from __future__ import annotations
@@ -17,18 +17,14 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from scipy.stats import spearmanr
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
-
 from optuna.trial import TrialState
+from scipy.stats import spearmanr
 
 from benchmarks.common import DIGITS, quiet, run_study, spec_with
 

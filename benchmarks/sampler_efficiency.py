@@ -11,7 +11,7 @@ its quartiles, and how many seeds reach it at all. The seed
 spread of training itself (the best cells retrained with 2 other seeds) is printed beside, so a
 difference smaller than it is not read as a win.
 
-    .venv/bin/python benchmarks/sampler_efficiency.py [--seeds 20] [--trials 30] [--kimg 4]
+    .venv/bin/python -m benchmarks.sampler_efficiency [--seeds 20] [--trials 30] [--kimg 4]
 
 Goal (issue 21): the default reaches random's best-of-30 in at most 15 trials on both datasets.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,6 @@ from typing import Any
 
 import numpy as np
 import optuna
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, quiet, spec_with
 from benchmarks.tabular import NUM_EVALS, Table, build, replay_trial

@@ -5,7 +5,7 @@ Training is replaced by sleeps; workers are threads, each with its own storage a
 as separate processes would have. 1, 8 and 32 concurrent workers; studies already holding 100 and
 1 000 finished trials. Starts its own throwaway PostgreSQL server (as in the tests).
 
-    .venv/bin/python benchmarks/service_overhead.py [--quick]
+    .venv/bin/python -m benchmarks.service_overhead [--quick]
 
 Targets: ours <= 1.1x plain Optuna, and < 2 % of a 60-second trial at 32 workers.
 """
@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import optuna
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.service.context import StudyContext
 from hpo.service.pruning import make_pruner

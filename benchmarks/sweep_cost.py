@@ -3,7 +3,7 @@ combinations (screened on 64 samples, the best re-scored on 256), against the sa
 searches guidance and DDIM steps as trial parameters (one combination per training run). Both train
 the same 8 configurations (enqueued), on the digits quickstart settings, without pruning.
 
-    .venv/bin/python benchmarks/sweep_cost.py
+    .venv/bin/python -m benchmarks.sweep_cost
 
 Target: the sweep study costs at most 1.5× the other while covering 9× the combinations per model.
 """
@@ -11,14 +11,11 @@ Target: the sweep study costs at most 1.5× the other while covering 9× the com
 from __future__ import annotations
 
 import random
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with
 from hpo.scoring.score import make_scorer

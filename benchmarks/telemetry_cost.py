@@ -4,14 +4,13 @@ each evaluation point; the final numbers and hparams), against the trial's train
 the callbacks themselves is robust to the noise of a shared machine; the peer is the same training
 run without telemetry.
 
-    .venv/bin/python benchmarks/telemetry_cost.py
+    .venv/bin/python -m benchmarks.telemetry_cost
 
 Target: under 2 % of a trial.
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,8 +19,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import TrackingSettings

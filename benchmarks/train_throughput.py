@@ -1,7 +1,7 @@
 """Training steps per second: our trainer against Hugging Face diffusers' UNet2DModel +
 DDPMScheduler in a plain training loop, at (nearly) equal parameter count, image size and batch.
 
-    .venv/bin/pip install diffusers && .venv/bin/python benchmarks/train_throughput.py [--size 32 --batch 32]
+    .venv/bin/pip install diffusers && .venv/bin/python -m benchmarks.train_throughput [--size 32 --batch 32]
 
 Prints both figures and the ratio (target: ours >= 1.0x). On CUDA also images/s and achieved
 bf16 TFLOP/s of our step.

@@ -7,7 +7,7 @@ per width (with the grid interval the seeds cannot separate from it), fits lr_op
 prices the narrowest width's best lr at the widest width against the seeds' noise. Peer: the widest
 width's own best lr (the regret column).
 
-    .venv/bin/python benchmarks/width_transfer.py [--kimg 4] [--seeds 2] [--lrs 6] [--widths 8,16,32,64]
+    .venv/bin/python -m benchmarks.width_transfer [--kimg 4] [--seeds 2] [--lrs 6] [--widths 8,16,32,64]
 
 2,280 s here for both datasets and both parameterisations (2 threads, empty cache).
 
@@ -19,15 +19,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from hpo.analysis.transfer import Transfer, TransferRun, transfer
 from hpo.scoring.progress import ProgressProbe
