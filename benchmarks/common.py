@@ -4,8 +4,13 @@ the embedded database, and read what it cost."""
 from __future__ import annotations
 
 import copy
+import datetime
+import json
 import logging
+import os
+import platform
 import random
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,9 +24,31 @@ from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.spec import spec_from_dict
+from hpo.training.checkpoint import atomic_write
 
 ROOT = Path(__file__).parent.parent
 DIGITS: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "digits.yaml").read_text())
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def write_result(name: str, result: dict[str, Any], *, folder: Path = RESULTS) -> Path:
+    """``benchmarks/results/NAME.json``: what one run measured (``result``: the figures it printed, by
+    name) with the command, the date, the machine and the torch threads it ran on; the file the docs
+    cite. Written atomically; a later run replaces it."""
+    import torch
+
+    cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    payload = {
+        "benchmark": name,
+        "command": " ".join(["python -m benchmarks." + name, *sys.argv[1:]]),
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "gpu": cuda,
+                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+        "result": result,
+    }  # fmt: skip
+    path = atomic_write(folder / f"{name}.json", lambda tmp: tmp.write_text(json.dumps(payload, indent=1) + "\n"))
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return path
 
 
 def quiet() -> None:
