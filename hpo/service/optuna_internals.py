@@ -15,7 +15,8 @@ CHECKED_AGAINST = "5.0.0"  # the Optuna whose source these names were read in: r
 #   database outage are not held against their trials.
 # - _get_trials, _get_best_trial_id: how Optuna's _CachedStorage (around every Study's storage)
 #   reads trials; retried through an outage, or a pruning check during a restart fails its trial.
-PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", "_get_trials", "_get_best_trial_id")
+PRIVATE_READS = ("_get_trials", "_get_best_trial_id")  # retried through an outage like the public reads
+PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", *PRIVATE_READS)
 
 
 def trial_id(trial: optuna.Trial) -> int:

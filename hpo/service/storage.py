@@ -40,7 +40,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.errors import HpoError
 from hpo.service.db_errors import describe_error, is_concurrent_creation, is_connection_error, with_backoff
-from hpo.service.optuna_internals import PRIVATE_STORAGE_METHODS
+from hpo.service.optuna_internals import PRIVATE_READS
 from hpo.service.trials import RetryStaleTrial
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
 from hpo.spec.rules import HEARTBEAT_INTERVAL, grace_seconds
@@ -226,7 +226,7 @@ class ResilientStorage(RDBStorage):
 # Every read, and the writes that set a value (not the ones that append); the private two: see
 # hpo.service.optuna_internals.
 IDEMPOTENT = (
-    *PRIVATE_STORAGE_METHODS[1:],
+    *PRIVATE_READS,
     "get_best_trial",
     "get_n_trials",
     "get_all_studies",
