@@ -129,4 +129,10 @@ def study_report(study: optuna.Study, path: Path, *, artifact_dir: Path | None =
     storage it holds; a test has only the study)."""
     from hpo.report.render import write_report
 
-    return write_report(study, study._storage, path, artifact_dir=artifact_dir)
+    return write_report(study, storage_of(study), path, artifact_dir=artifact_dir)
+
+
+def storage_of(study: optuna.Study) -> Any:
+    """The storage a test's study lives in. Optuna keeps it private (``Study._storage``: its trial
+    cache around the RDBStorage, which it duck-types as); this is the one place tests reach for it."""
+    return study._storage

@@ -25,7 +25,7 @@ from hpo.service.confirm import create_companion
 from hpo.service.placement import Placement
 from hpo.training.telemetry import HardwareSummary
 from tests.cli import command, run_cli
-from tests.service_helpers import hpo_env, write_spec
+from tests.service_helpers import hpo_env, storage_of, write_spec
 from tests.study_builders import add, new_study
 
 OUTPUTS = {
@@ -229,7 +229,7 @@ def test_confirm_json_is_the_verdict_alone_on_stdout(tmp_path: Path, monkeypatch
     source = new_study(tmp_path, "held")
     for i, value in enumerate([8.0, 6.0, 7.0]):
         add(source, {"lr": 1e-3 * (i + 1)}, value=value, curve=[1.0] * 4, baseline=i == 0)
-    companion = create_companion(source, source._storage, top=2, seeds=2, kimg=3.2)  # type: ignore[arg-type]
+    companion = create_companion(source, storage_of(source), top=2, seeds=2, kimg=3.2)
     results = {1: [5.0, 5.1], 2: [6.0, 6.1], 0: [8.0, 8.1]}
     for _ in range(6):
         trial = companion.ask()

@@ -18,7 +18,7 @@ from hpo.service.ladder import ladder_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
-from tests.service_helpers import hpo, study_report, write_spec
+from tests.service_helpers import hpo, storage_of, study_report, write_spec
 from tests.study_builders import add, random_params
 
 BUDGETS = [1, 2, 4, 8, 16]
@@ -35,7 +35,7 @@ def planted(
     for i, value in enumerate([8.0, 6.0, 7.0]):
         add(source, random_params(rng), value=value, curve=[1.0] * 4, baseline=i == 0)
     source.set_user_attr("fid_noise", {"sd": 0.05, "pairs": 3})
-    companion = create_companion(source, source._storage, top=2, seeds=3, kimg=None, budgets=BUDGETS)  # type: ignore[arg-type]
+    companion = create_companion(source, storage_of(source), top=2, seeds=3, kimg=None, budgets=BUDGETS)
     companion.set_user_attr(FLOOR_ATTR, {"score": 0.5, "copy_pixels_high": 0.02, "copy_features_high": 0.03})
     base = spec.train.kimg
     runs: dict[int, int] = {}
@@ -98,7 +98,7 @@ def test_the_forecast_at_the_target_budget_and_its_refusal_past_four_times_the_l
     assert f.value is not None and f.value == pytest.approx(1.0 + 4.0 * 25**-0.7, abs=0.1)
     (tmp_path / "far").mkdir()
     far, _ = planted(tmp_path / "far", {1: power(1.0, 4.0), 2: power(2.0, 4.0), 0: power(3.0, 5.0)}, target_kimg=100)
-    ladder = ladder_verdict(far, optuna.load_study(study_name="src-ladder", storage=far._storage))
+    ladder = ladder_verdict(far, optuna.load_study(study_name="src-ladder", storage=storage_of(far)))
     assert ladder.forecasts[1].value is None and "over 4× past the last point" in ladder.forecasts[1].text
 
 

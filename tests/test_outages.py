@@ -21,9 +21,10 @@ from optuna.trial import TrialState
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
+from hpo.service.optuna_internals import trial_id
 from hpo.service.urls import resolve_url
 from tests.pg import PASSWORD, PgServer
-from tests.service_helpers import hpo, start_worker, write_spec
+from tests.service_helpers import hpo, start_worker, storage_of, write_spec
 
 pytestmark = pytest.mark.slow
 LONG = {"kimg": 4.8, "num_evals": 6, "batch_size": 16}  # ~300 steps: long enough to be mid-trial
@@ -124,7 +125,7 @@ def test_a_worker_whose_trial_was_failed_as_stale_stops_at_once_and_writes_no_ch
     wait_for(lambda: running_with_reports(study, 1), 240, "a live trial")
     (trial,) = study.get_trials()
     checkpoint = tmp_path / "artifacts" / "checkpoints" / "stolen" / "trial-0.pt"
-    study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # as another worker failing it stale
+    storage_of(study).set_trial_state_values(trial_id(trial), TrialState.FAIL)  # as another worker failing it stale
     failed_at = time.time()
     logs = finish([worker])
     assert "is FAIL while this worker runs it; stopping it" in logs and "its retry takes over" in logs
@@ -158,7 +159,7 @@ def test_a_trial_failed_between_two_heartbeats_stops_with_no_later_checkpoint(
 
     def fail_it(trial, point, stage: str) -> None:  # type: ignore[no-untyped-def]  # as another worker failing it stale
         if point.index == 1 and stage in when:
-            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            storage_of(study).set_trial_state_values(trial_id(trial), TrialState.FAIL)
             failed_at[0] = time.time()
 
     hooks = PointHooks(before=lambda t, p: fail_it(t, p, "before"), after=lambda t, p: fail_it(t, p, "after"))
@@ -189,7 +190,7 @@ class DropNextStatements:
 
 
 def next_step(trial: optuna.Trial) -> int:
-    return len(trial.storage.get_trial(trial._trial_id).intermediate_values)
+    return len(trial.storage.get_trial(trial_id(trial)).intermediate_values)
 
 
 STUDY_CALLS: dict[str, Callable[[optuna.Study, optuna.Trial], object]] = {

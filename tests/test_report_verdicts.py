@@ -19,7 +19,7 @@ from hpo.analysis.ranking import ties_with_best
 from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of
 from hpo.service.confirm import create_companion, verdict
 from tests.browser import browse
-from tests.service_helpers import study_report
+from tests.service_helpers import storage_of, study_report
 from tests.study_builders import add, new_study, planted_sweep, random_params
 
 
@@ -100,7 +100,7 @@ def confirmed(tmp_path: Path, name: str, results: dict[int, list[float]]) -> tup
     rng = np.random.default_rng(3)
     for i, value in enumerate([8.0, 6.0, 7.0]):
         add(source, random_params(rng), value=value, curve=[1.0] * 4, baseline=i == 0)
-    companion = create_companion(source, source._storage, top=2, seeds=3, kimg=3.2)  # type: ignore[arg-type]
+    companion = create_companion(source, storage_of(source), top=2, seeds=3, kimg=3.2)
     remaining = {k: list(v) for k, v in results.items()}
     for _ in range(9):
         trial = companion.ask()

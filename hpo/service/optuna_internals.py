@@ -19,9 +19,9 @@ PRIVATE_READS = ("_get_trials", "_get_best_trial_id")  # retried through an outa
 PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", *PRIVATE_READS)
 
 
-def trial_id(trial: optuna.Trial) -> int:
-    """The storage's id of a running trial (``Trial._trial_id``): heartbeats, the stale check and
-    the checkpoint's owner are keyed by it, and the public API offers it only on FrozenTrial."""
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """The storage's id of a trial (``_trial_id``, running or frozen): heartbeats, the stale check and
+    the checkpoint's owner are keyed by it, and Optuna's public API does not offer it."""
     return int(trial._trial_id)
 
 
