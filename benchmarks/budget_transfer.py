@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from benchmarks.common import DIGITS, draw_configurations, quiet
+from benchmarks.common import DIGITS, draw_configurations, quiet, write_result
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import make_scorer
 from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig
@@ -80,49 +80,73 @@ def finite(values: list[float]) -> list[float]:
     return [v if math.isfinite(v) else top + 1.0 for v in values]
 
 
+def run_variant(
+    variant: str, data: ImageData, configs: list[dict[str, Any]], probe: ProgressProbe, base_kimg: float
+) -> tuple[dict[str, Any], list[float]]:
+    """Train every configuration with ``variant``'s changes and print its line; (its figures, the
+    16× scores per configuration)."""
+    changes = VARIANTS[variant]
+    top = RUNGS[-1]
+    started = time.perf_counter()
+    long_runs, short = [], []
+    for c in configs:
+        cfg = TrainConfig(**{**NET, **c, **changes, "kimg": base_kimg * top, "num_evals": top})
+        long_runs.append(rung_scores(cfg, data, probe, RUNGS))
+        if changes["lr_schedule"] == "constant":
+            short.append(long_runs[-1][1])
+        else:
+            one = cfg.replace(kimg=base_kimg, num_evals=1)
+            short.append(rung_scores(one, data, probe, (1,))[1])
+    final = finite([r[top] for r in long_runs])
+    rho, lo, hi = spearman_with_interval(finite(short), final)
+    top1 = int(np.argmin(finite(short)) == np.argmin(final))
+    ladder = {r: float(spearmanr(finite([x[r] for x in long_runs]), final).statistic) for r in RUNGS[:-1]}
+    seconds = time.perf_counter() - started
+    print(
+        f"{variant:>22}: Spearman(1× complete, 16×) {rho:+.2f} (80 % interval {lo:+.2f}..{hi:+.2f}), "
+        f"top-1 agrees {top1}/1, best at 16× {min(final):.3g}; rungs of the 16× run vs its end: "
+        f"{'  '.join(f'{r}×: {v:+.2f}' for r, v in ladder.items())} [{seconds:.0f} s]",
+        flush=True,
+    )
+    figures = {
+        "variant": variant, "spearman": rho, "interval_80": [lo, hi], "top1_agrees": top1, "best_at_16x": min(final),
+        "rungs_vs_end": [{"rung": r, "spearman": v} for r, v in ladder.items()], "seconds": seconds,
+    }  # fmt: skip
+    return figures, final
+
+
+def score_noise(config: dict[str, Any], variant: str, data: ImageData, probe: ProgressProbe, base_kimg: float) -> float:
+    """Train ``config`` to 16× with ``variant`` and score it on two sample sets; print the score's sd."""
+    cfg = TrainConfig(**{**NET, **config, **VARIANTS[variant], "kimg": base_kimg * RUNGS[-1], "num_evals": 1})
+    model = train(cfg, data).model
+    pair = [probe.measure(model, SAMPLING, seed=s)["score"] for s in (0, 1)]
+    noise = abs(pair[0] - pair[1]) / math.sqrt(2)
+    print(f"{'':>22}  score noise (two sample sets of the best 16× model): sd {noise:.3g}")
+    return noise
+
+
 def run_dataset(
     name: str, data: ImageData, configs: list[dict[str, Any]], *, base_kimg: float, variants: list[str], cache: Path
-) -> None:
+) -> dict[str, Any]:
+    """Every variant on one dataset (the score noise on the first variant's best configuration); the figures."""
     scorer = make_scorer(
         ScoreConfig(features="classifier", num_samples=256, batch_size=256), data, device=torch.device("cpu"),
         cache_dir=cache / "scoring",
     )  # fmt: skip
     probe = ProgressProbe(scorer, data)
-    top = RUNGS[-1]
     print(f"\n## {name}: {len(configs)} configurations, base budget {base_kimg:g} kimg, rungs {RUNGS}×", flush=True)
     print(f"real held-out images score {probe.floor.score:.3g} ± {probe.floor.score_sd:.2g} (the floor)")
-    noise: list[float] = []
+    rows: list[dict[str, Any]] = []
+    noise = None
     for variant in variants:
-        changes = VARIANTS[variant]
-        started = time.perf_counter()
-        long_runs, short = [], []
-        for c in configs:
-            cfg = TrainConfig(**{**NET, **c, **changes, "kimg": base_kimg * top, "num_evals": top})
-            long_runs.append(rung_scores(cfg, data, probe, RUNGS))
-            if changes["lr_schedule"] == "constant":
-                short.append(long_runs[-1][1])
-            else:
-                one = cfg.replace(kimg=base_kimg, num_evals=1)
-                short.append(rung_scores(one, data, probe, (1,))[1])
-        final = finite([r[top] for r in long_runs])
-        rho, lo, hi = spearman_with_interval(finite(short), final)
-        top1 = int(np.argmin(finite(short)) == np.argmin(final))
-        ladder = "  ".join(
-            f"{r}×: {spearmanr(finite([x[r] for x in long_runs]), final).statistic:+.2f}" for r in RUNGS[:-1]
-        )
-        print(
-            f"{variant:>22}: Spearman(1× complete, 16×) {rho:+.2f} (80 % interval {lo:+.2f}..{hi:+.2f}), "
-            f"top-1 agrees {top1}/1, best at 16× {min(final):.3g}; rungs of the 16× run vs its end: {ladder} "
-            f"[{time.perf_counter() - started:.0f} s]",
-            flush=True,
-        )
-        if not noise:
-            best = int(np.argmin(final))
-            cfg = TrainConfig(**{**NET, **configs[best], **changes, "kimg": base_kimg * top, "num_evals": 1})
-            model = train(cfg, data).model
-            pair = [probe.measure(model, SAMPLING, seed=s)["score"] for s in (0, 1)]
-            noise.append(abs(pair[0] - pair[1]) / math.sqrt(2))
-            print(f"{'':>22}  score noise (two sample sets of the best 16× model): sd {noise[0]:.3g}")
+        row, final = run_variant(variant, data, configs, probe, base_kimg)
+        rows.append(row)
+        if noise is None:
+            noise = score_noise(configs[int(np.argmin(final))], variant, data, probe, base_kimg)
+    return {
+        "dataset": name, "floor_score": probe.floor.score, "floor_sd": probe.floor.score_sd, "variants": rows,
+        "score_noise_sd": noise, "score_noise_variant": variants[0],
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -142,10 +166,18 @@ def main() -> None:
     for c in configs:
         c.update(warmup_kimg=0.5, conditional=True, p_uncond=0.1)
     started = time.perf_counter()
+    datasets, variants = [], args.variants.split(",")
     for name in args.datasets.split(","):
         data = load_data(DataConfig(source=name, image_size=8, cache_dir=str(args.cache)))
-        run_dataset(name, data, configs, base_kimg=args.base_kimg, variants=args.variants.split(","), cache=args.cache)
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+        datasets.append(run_dataset(name, data, configs, base_kimg=args.base_kimg, variants=variants, cache=args.cache))
+    seconds = time.perf_counter() - started
+    print(f"\ntotal {seconds:.0f} s")
+    result = {
+        "num_configs": args.configs, "base_kimg": args.base_kimg, "threads": args.threads, "image_size": 8,
+        "rungs": RUNGS, "network": NET, "sampling": SAMPLING.as_dict(), "configurations": configs,
+        "datasets": datasets, "seconds": seconds,
+    }  # fmt: skip
+    write_result("budget_transfer", result)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.commands.json_out import json_safe
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions
@@ -33,8 +34,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def write_result(name: str, result: dict[str, Any], *, folder: Path = RESULTS) -> Path:
     """``benchmarks/results/NAME.json``: what one run measured (``result``: the figures it printed, by
-    name) with the command, the date, the machine and the torch threads it ran on; the file the docs
-    cite. Written atomically; a later run replaces it."""
+    name; non-finite numbers as null) with the command, the date, the machine and the torch threads it
+    ran on: the file the docs cite. Written atomically; a later run replaces it."""
     import torch
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
@@ -44,9 +45,10 @@ def write_result(name: str, result: dict[str, Any], *, folder: Path = RESULTS) -
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "gpu": cuda,
                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
-        "result": result,
+        "result": json_safe(result),  # NaN and inf as null: strict JSON
     }  # fmt: skip
-    path = atomic_write(folder / f"{name}.json", lambda tmp: tmp.write_text(json.dumps(payload, indent=1) + "\n"))
+    text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
+    path = atomic_write(folder / f"{name}.json", lambda tmp: tmp.write_text(text))
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path
 

@@ -14,14 +14,43 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from typing import Any
 
 import torch
 
+from benchmarks.common import write_result
 from hpo.doctor.coord_check import MAX_GROWTH, coord_growth, widths_for
 from hpo.spec.config import DataConfig, Parameterization, TrainConfig
-from hpo.training.data import load_data
+from hpo.training.data import ImageData, load_data
 
 PARAMETERISATIONS: tuple[Parameterization, ...] = ("mup", "standard")
+WIDTHS = (32, 64)
+LRS = (1e-3, 1e-2)
+STEPS = (3, 6)
+
+
+def setting_row(
+    data: ImageData, parameterization: Parameterization, width: int, lr: float, steps: int
+) -> dict[str, Any]:
+    """Measure one setting and print its line; its figures (``largest``: the largest growth exponent,
+    at ``layer``; ``over`` of ``layers`` exceed ``MAX_GROWTH``)."""
+    cfg = TrainConfig(
+        base_channels=width, lr=lr, batch_size=32, device="cpu", parameterization=parameterization,
+        mup_base_channels=16, channel_mult=(1, 2), attention_resolutions=(8,),
+    )  # fmt: skip
+    growth = coord_growth(cfg, data, torch.device("cpu"), steps=steps)
+    worst = max(growth, key=lambda g: max(g.init, g.move))
+    largest, widths = max(worst.init, worst.move), widths_for(width)
+    over = sum(1 for g in growth if max(g.init, g.move) > MAX_GROWTH)
+    print(
+        f"{parameterization:>16} {'/'.join(map(str, widths)):>9} {lr:6.0e} {steps:5d} {largest:8.2f}  "
+        f"{worst.name:<24} {over}/{len(growth)}",
+        flush=True,
+    )
+    return {
+        "parameterisation": parameterization, "widths": widths, "lr": lr, "steps": steps, "largest": largest,
+        "layer": worst.name, "over": over, "layers": len(growth),
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -34,21 +63,14 @@ def main() -> None:
     print(
         f"{'parameterisation':>16} {'widths':>9} {'lr':>6} {'steps':>5} {'largest':>8}  {'layer':<24} over {MAX_GROWTH}"
     )
-    for parameterization, width, lr, steps in itertools.product(PARAMETERISATIONS, (32, 64), (1e-3, 1e-2), (3, 6)):
-        cfg = TrainConfig(
-            base_channels=width, lr=lr, batch_size=32, device="cpu", parameterization=parameterization,
-            mup_base_channels=16, channel_mult=(1, 2), attention_resolutions=(8,),
-        )  # fmt: skip
-        growth = coord_growth(cfg, data, torch.device("cpu"), steps=steps)
-        worst = max(growth, key=lambda g: max(g.init, g.move))
-        over = sum(1 for g in growth if max(g.init, g.move) > MAX_GROWTH)
-        widths = "/".join(map(str, widths_for(width)))
-        print(
-            f"{parameterization:>16} {widths:>9} {lr:6.0e} {steps:5d} {max(worst.init, worst.move):8.2f}  "
-            f"{worst.name:<24} {over}/{len(growth)}",
-            flush=True,
-        )
-    print(f"\n{time.perf_counter() - started:.0f} s in all ({args.threads} thread(s))")
+    rows = [setting_row(data, *setting) for setting in itertools.product(PARAMETERISATIONS, WIDTHS, LRS, STEPS)]
+    seconds = time.perf_counter() - started
+    print(f"\n{seconds:.0f} s in all ({args.threads} thread(s))")
+    result = {
+        "source": "digits", "image_size": 16, "run_widths": WIDTHS, "lrs": LRS, "steps": STEPS,
+        "max_growth": MAX_GROWTH, "threads": args.threads, "rows": rows, "seconds": seconds,
+    }  # fmt: skip
+    write_result("coord_check", result)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import DIGITS, draw_configurations, quiet
+from benchmarks.common import DIGITS, draw_configurations, quiet, write_result
 from hpo.analysis.noise import Noise, pair_sd, pooled
 from hpo.scoring.score import make_scorer, score
-from hpo.scoring.sweep import SweepResult, ema_sentence, run_sweep
+from hpo.scoring.sweep import SweepResult, best_ema_by_guidance, ema_sentence, run_sweep
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.sampling import SamplingConfig, build_sweep
 from hpo.training.data import ImageData, load_data
@@ -91,61 +91,101 @@ def run_config(
         "today": today.best, "posthoc": posthoc.best, "noise": noise, "train_with": train_with,
         "train_without": train_without, "today_seconds": today_seconds, "posthoc_seconds": posthoc_seconds,
         "disk_mb": ema.disk_bytes / 2**20, "snapshots": len(ema.snapshots), "sentence": ema_sentence(posthoc.scores),
-        "residual": max(ema.fit(s).residual for s in lengths),
+        "ema_by_guidance": best_ema_by_guidance(posthoc.scores), "residual": max(ema.fit(s).residual for s in lengths),
     }  # fmt: skip
 
 
-def run_dataset(name: str, configs: list[dict[str, Any]], lengths: list[float], args: argparse.Namespace) -> None:
+def config_line(i: int, row: dict[str, Any] | None) -> dict[str, Any]:
+    """Print configuration ``i``'s line of the table (``row``: ``run_config``'s, None if it diverged); its figures."""
+    if row is None:
+        print(f"{i:>6} diverged", flush=True)
+        return {"config": i, "diverged": True}
+    t, p = row["today"], row["posthoc"]
+    delta = p.score - t.score
+    print(
+        f"{i:>6} {t.score:8.3g} {p.score:8.3g} {delta:+7.3g}  "
+        f"{p.sampling.label} ({t.sampling.label})  "
+        f"[{row['train_with']:.0f}, {row['today_seconds']:.0f}/{row['posthoc_seconds']:.0f}]  "
+        f"{row['sentence']}",
+        flush=True,
+    )
+    return {
+        "config": i, "diverged": False, "today": t.score, "posthoc": p.score, "delta": delta,
+        "posthoc_best": p.sampling.as_dict(), "today_best": t.sampling.as_dict(), "train_seconds": row["train_with"],
+        "today_sweep_seconds": row["today_seconds"], "posthoc_sweep_seconds": row["posthoc_seconds"],
+        "best_ema_by_guidance": [{"guidance_scale": w, "ema_sigma_rel": v} for w, v in row["ema_by_guidance"].items()],
+    }  # fmt: skip
+
+
+def comparison(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print post-hoc − today over the configurations against the score noise; the figures."""
+    noise: Noise = pooled([v for r in rows for v in r["noise"]])
+    deltas = [r["posthoc"].score - r["today"].score for r in rows]
+    margin = noise.tie_margin if noise.sd is not None else math.nan
+    better = sum(d < -margin for d in deltas)
+    worse = sum(d > margin for d in deltas)
+    tied = len(deltas) - better - worse
+    mean, sd = statistics.fmean(deltas), statistics.stdev(deltas) if len(deltas) > 1 else math.nan
+    print(
+        f"post-hoc − today: mean {mean:+.3g} (sd {sd:.3g} over {len(deltas)} configurations); "
+        f"score noise sd {noise.sd:.3g} ({noise.pairs} pairs), tie margin {margin:.3g}: post-hoc better in {better}, "
+        f"worse in {worse}, tied in {tied}"
+    )
+    return {
+        "delta_mean": mean, "delta_sd": sd, "compared": len(deltas), "noise_sd": noise.sd, "noise_pairs": noise.pairs,
+        "tie_margin": margin, "posthoc_better": better, "posthoc_worse": worse, "tied": tied,
+    }  # fmt: skip
+
+
+def cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print training with/without the tracked profiles, the sweeps' seconds and the study's ratio; the figures."""
+    measured = [r for r in rows if r["train_without"] is not None]
+    overhead = sum(r["train_with"] for r in measured) / sum(r["train_without"] for r in measured)
+    train_with = sum(r["train_with"] for r in rows)
+    today, posthoc = sum(r["today_seconds"] for r in rows), sum(r["posthoc_seconds"] for r in rows)
+    study_today, study_posthoc = train_with / overhead + today, train_with + posthoc
+    print(
+        f"cost: training with the two tracked profiles {overhead:.3f}× without ({len(measured)} runs); sweeps "
+        f"{today:.0f} s today, {posthoc:.0f} s post-hoc; the whole study (train + score) "
+        f"{study_posthoc / study_today:.2f}× today's ({study_today:.0f} s → {study_posthoc:.0f} s)"
+    )
+    return {
+        "training_overhead": overhead, "overhead_runs": len(measured), "today_sweep_seconds": today,
+        "posthoc_sweep_seconds": posthoc, "study_ratio": study_posthoc / study_today,
+        "study_today_seconds": study_today, "study_posthoc_seconds": study_posthoc,
+    }  # fmt: skip
+
+
+def disk(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print the snapshots' count and size per trial and the worst profile fit; the figures."""
+    mb, residual = statistics.fmean(r["disk_mb"] for r in rows), max(r["residual"] for r in rows)
+    print(
+        f"disk: {rows[0]['snapshots']} snapshots, {mb:.2f} MB per trial (fp16); worst profile residual over the "
+        f"lengths {residual:.3f}"
+    )
+    return {"snapshots": rows[0]["snapshots"], "mb_per_trial": mb, "worst_residual": residual}
+
+
+def run_dataset(
+    name: str, configs: list[dict[str, Any]], lengths: list[float], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Every configuration on one dataset, then (unless all diverged) the comparison, cost and disk; the figures."""
     data = load_data(DataConfig(source=name, image_size=16, val_fraction=0.15, cache_dir=str(args.cache)))
     scorer = make_scorer(
         ScoreConfig(**DIGITS["score"]), data, device=torch.device("cpu"), cache_dir=args.cache / "scoring"
     )
     print(f"\n## {name}: {len(configs)} configurations, {SPEC_TRAIN['kimg']} kimg each, EMA lengths {lengths}")
     print(f"{'config':>6} {'today':>8} {'post-hoc':>8} {'Δ':>7}  post-hoc best (today's best)  [train s, sweep s]")
-    rows = []
+    rows, table = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i, params in enumerate(configs):
             row = run_config(params, data, scorer, lengths, Path(tmp) / "ema", i < args.overhead)
-            if row is None:
-                print(f"{i:>6} diverged", flush=True)
-                continue
-            rows.append(row)
-            t, p = row["today"], row["posthoc"]
-            print(
-                f"{i:>6} {t.score:8.3g} {p.score:8.3g} {p.score - t.score:+7.3g}  "
-                f"{p.sampling.label} ({t.sampling.label})  "
-                f"[{row['train_with']:.0f}, {row['today_seconds']:.0f}/{row['posthoc_seconds']:.0f}]  "
-                f"{row['sentence']}",
-                flush=True,
-            )
+            table.append(config_line(i, row))
+            if row is not None:
+                rows.append(row)
     if not rows:
-        return
-    noise: Noise = pooled([v for r in rows for v in r["noise"]])
-    deltas = [r["posthoc"].score - r["today"].score for r in rows]
-    margin = noise.tie_margin if noise.sd is not None else math.nan
-    better = sum(d < -margin for d in deltas)
-    worse = sum(d > margin for d in deltas)
-    sd = statistics.stdev(deltas) if len(deltas) > 1 else math.nan
-    print(
-        f"post-hoc − today: mean {statistics.fmean(deltas):+.3g} (sd {sd:.3g} over {len(deltas)} configurations); "
-        f"score noise sd {noise.sd:.3g} ({noise.pairs} pairs), tie margin {margin:.3g}: post-hoc better in {better}, "
-        f"worse in {worse}, tied in {len(deltas) - better - worse}"
-    )
-    measured = [r for r in rows if r["train_without"] is not None]
-    overhead = sum(r["train_with"] for r in measured) / sum(r["train_without"] for r in measured)
-    train_with = sum(r["train_with"] for r in rows)
-    study_today = train_with / overhead + sum(r["today_seconds"] for r in rows)
-    study_posthoc = train_with + sum(r["posthoc_seconds"] for r in rows)
-    print(
-        f"cost: training with the two tracked profiles {overhead:.3f}× without ({len(measured)} runs); sweeps "
-        f"{sum(r['today_seconds'] for r in rows):.0f} s today, {sum(r['posthoc_seconds'] for r in rows):.0f} s "
-        f"post-hoc; the whole study (train + score) {study_posthoc / study_today:.2f}× today's "
-        f"({study_today:.0f} s → {study_posthoc:.0f} s)"
-    )
-    print(
-        f"disk: {rows[0]['snapshots']} snapshots, {statistics.fmean(r['disk_mb'] for r in rows):.2f} MB per trial "
-        f"(fp16); worst profile residual over the lengths {max(r['residual'] for r in rows):.3f}"
-    )
+        return {"dataset": name, "table": table}
+    return {"dataset": name, "table": table, "comparison": comparison(rows), "cost": cost(rows), "disk": disk(rows)}
 
 
 def main() -> None:
@@ -162,9 +202,14 @@ def main() -> None:
     configs = [dict(DIGITS["baselines"][0]), *draw_configurations(args.configs - 1, seed=11, lr_exponents=(-4, -2.5))]
     lengths = [float(v) for v in args.lengths.split(",")]
     started = time.perf_counter()
-    for name in args.datasets.split(","):
-        run_dataset(name, configs, lengths, args)
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    datasets = [run_dataset(name, configs, lengths, args) for name in args.datasets.split(",")]
+    seconds = time.perf_counter() - started
+    print(f"\ntotal {seconds:.0f} s")
+    result = {
+        "num_configs": args.configs, "threads": args.threads, "lengths": lengths, "overhead_configs": args.overhead,
+        "image_size": 16, "train": SPEC_TRAIN, "configurations": configs, "datasets": datasets, "seconds": seconds,
+    }  # fmt: skip
+    write_result("ema_sweep", result)
 
 
 if __name__ == "__main__":

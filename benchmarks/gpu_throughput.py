@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.common import write_result
 from benchmarks.train_throughput import synthetic_data
 from hpo.spec.config import TrainConfig
 from hpo.training.model import count_parameters
@@ -39,6 +41,20 @@ def measure(args: argparse.Namespace, compile_: bool) -> tuple[float, float, int
     return steps_per_second, float(counter.get_total_flops()), count_parameters(trainer.model)
 
 
+def report(batch: int, peak_tflops: float, compile_: bool, measured: tuple[float, float, int]) -> dict[str, Any]:
+    """Print one line of the table from ``measure``'s (steps/s, FLOPs per step, parameters); its figures."""
+    sps, flops, params = measured
+    images, tflops = sps * batch, flops * sps / 1e12
+    mfu = tflops / peak_tflops
+    print(
+        f"compile={compile_!s:5}: {images:8.0f} images/s, {tflops:6.1f} TFLOP/s achieved, "
+        f"MFU {mfu:.1%} of {peak_tflops:g} ({params / 1e6:.1f}M parameters)"
+    )
+    return {
+        "compile": compile_, "images_per_second": images, "tflops": tflops, "mfu": mfu, "parameters": params,
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=128)
@@ -50,13 +66,11 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device: this benchmark measures the GPU")
     print(f"{torch.cuda.get_device_name()}, bikes network, {args.size} px, batch {args.batch}, bf16 autocast")
-    for compile_ in (False, True):
-        sps, flops, params = measure(args, compile_)
-        tflops = flops * sps / 1e12
-        print(
-            f"compile={compile_!s:5}: {sps * args.batch:8.0f} images/s, {tflops:6.1f} TFLOP/s achieved, "
-            f"MFU {tflops / args.peak_tflops:.1%} of {args.peak_tflops:g} ({params / 1e6:.1f}M parameters)"
-        )
+    rows = [report(args.batch, args.peak_tflops, c, measure(args, c)) for c in (False, True)]
+    write_result("gpu_throughput", {
+        "gpu": torch.cuda.get_device_name(), "network": {"name": "bikes", **BIKES}, "size": args.size,
+        "batch": args.batch, "steps": args.steps, "warmup": args.warmup, "peak_tflops": args.peak_tflops, "rows": rows,
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

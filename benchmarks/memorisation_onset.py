@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import quiet
+from benchmarks.common import quiet, write_result
 from hpo.analysis.stopping import Point, copy_onset
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.scoring.features import classifier_extractor
@@ -34,6 +34,8 @@ from hpo.training.model import count_parameters
 from hpo.training.trainer import EvalPoint, train
 
 SAMPLING = SamplingConfig(guidance_scale=1.0, ddim_steps=20, eta=0.0)
+IMAGE_SIZE, NUM_EVALS = 8, 16
+COPY_KEYS = tuple(f"{space}{end}" for space in ("copy_pixels", "copy_features") for end in ("", "_low", "_high"))
 NET: dict[str, Any] = dict(
     base_channels=32, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64,
     batch_size=32, lr=1e-3, warmup_kimg=0.5, conditional=True, p_uncond=0.1,
@@ -49,14 +51,15 @@ def subset(data: ImageData, n: int) -> ImageData:
     )
 
 
-def run_size(full: ImageData, n: int, kimg: float, cache: Path) -> None:
+def run_size(full: ImageData, n: int, kimg: float, cache: Path) -> dict[str, Any]:
+    """Train on the first ``n`` images and print the table; its figures, by name."""
     data = subset(full, n)
     config = ScoreConfig(features="classifier", num_samples=256, batch_size=256)
     extractor = classifier_extractor(full, cache / "scoring", torch.device("cpu"))  # same features for every size
     reference = reference_stats(data, extractor, split="train", cache_dir=cache / "scoring")
     probe = ProgressProbe(Scorer(extractor, reference, config), data)
     floor = probe.floor
-    cfg = TrainConfig(**{**NET, "kimg": kimg, "num_evals": 16})
+    cfg = TrainConfig(**{**NET, "kimg": kimg, "num_evals": NUM_EVALS})
     images = data.train_images.shape[0]
     rows: list[tuple[float, dict[str, float]]] = []
 
@@ -81,12 +84,22 @@ def run_size(full: ImageData, n: int, kimg: float, cache: Path) -> None:
     points = [Point(k, m["score"], max(m["copy_pixels_low"], m["copy_features_low"])) for k, m in rows]
     onset = copy_onset(points, copy_floor_of(floor))
     rule = supported_kimg(images)
-    said = f"{onset:g} kimg ({onset * 1000 / images:,.0f} epochs)" if onset is not None else f"none by {kimg:g} kimg"
+    onset_epochs = onset * 1000 / images if onset is not None else None
+    said = f"{onset:g} kimg ({onset_epochs:,.0f} epochs)" if onset is not None else f"none by {kimg:g} kimg"
+    seconds = time.perf_counter() - started
     print(
         f"onset of copying: {said}; the doctor's rule of thumb expects it after {rule:g} kimg "
-        f"({EPOCHS_BEFORE_MEMORISING} epochs) [{time.perf_counter() - started:.0f} s]",
+        f"({EPOCHS_BEFORE_MEMORISING} epochs) [{seconds:.0f} s]",
         flush=True,
     )
+    return {
+        "training_images": images, "parameters": params, "parameters_per_image": params / images,
+        "floor": {"copy_pixels": floor.copy_pixels.as_dict(), "copy_features": floor.copy_features.as_dict()},
+        "points": [{"kimg": k, "epochs": k * 1000 / images, "score": m["score"], **{c: m[c] for c in COPY_KEYS},
+                    "gap": m["gap"]} for k, m in rows],
+        "onset_kimg": onset, "onset_epochs": onset_epochs, "rule_kimg": rule, "rule_epochs": EPOCHS_BEFORE_MEMORISING,
+        "seconds": seconds,
+    }  # fmt: skip
 
 
 def _share(m: dict[str, float], key: str) -> str:
@@ -102,11 +115,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     quiet()
-    full = load_data(DataConfig(source="digits", image_size=8, val_fraction=0.15, cache_dir=str(args.cache)))
+    full = load_data(DataConfig(source="digits", image_size=IMAGE_SIZE, val_fraction=0.15, cache_dir=str(args.cache)))
     started = time.perf_counter()
-    for n in (int(s) for s in args.sizes.split(",")):
-        run_size(full, n, args.kimg, args.cache)
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    runs = [run_size(full, n, args.kimg, args.cache) for n in sizes]
+    seconds = time.perf_counter() - started
+    print(f"\ntotal {seconds:.0f} s")
+    result = {
+        "kimg": args.kimg, "sizes": sizes, "threads": args.threads, "image_size": IMAGE_SIZE, "num_evals": NUM_EVALS,
+        "runs": runs, "total_seconds": seconds,
+    }  # fmt: skip
+    write_result("memorisation_onset", result)
 
 
 if __name__ == "__main__":

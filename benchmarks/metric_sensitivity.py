@@ -19,11 +19,13 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.common import write_result
 from hpo.analysis.noise import Noise
 from hpo.scoring.features import extract
 from hpo.scoring.score import fid_kid, make_scorer
@@ -33,6 +35,7 @@ from hpo.training.data import ImageData, load_data
 
 Degrade = Callable[[torch.Tensor, torch.Tensor, np.random.Generator], torch.Tensor]
 BOOTSTRAP = 16
+IMAGE_SIZE = 16
 
 
 def noise(sd: float) -> Degrade:
@@ -116,7 +119,8 @@ def degradations(channels: int) -> dict[str, list[tuple[str, Degrade]]]:
     return out
 
 
-def run(name: str, data: ImageData, features: str, samples: int, cache: Path) -> list[tuple[str, str, float, bool]]:
+def run(name: str, data: ImageData, features: str, samples: int, cache: Path) -> dict[str, Any]:
+    """Print the table of ``name`` scored with ``features``; its figures, by name."""
     scorer = make_scorer(
         ScoreConfig(features=features, num_samples=samples, batch_size=256),  # type: ignore[arg-type]
         data, device=torch.device("cpu"), cache_dir=cache / "scoring",
@@ -133,9 +137,10 @@ def run(name: str, data: ImageData, features: str, samples: int, cache: Path) ->
     feats = extract(scorer.extractor, data.val_images.cpu(), batch_size=256)
     boot = [fid_kid(feats[rng.integers(0, feats.shape[0], n)], scorer.reference)[0] for _ in range(BOOTSTRAP)]
     margin = Noise(float(np.std(boot, ddof=1)), BOOTSTRAP).tie_margin
+    sd = margin / (2 * math.sqrt(2))
     print(
         f"\n## {name}, {scorer.extractor.metric_name} ({n} held-out images): floor {floor:.3g}, "
-        f"bootstrap sd {margin / (2 * math.sqrt(2)):.3g}, tie margin {margin:.3g}"
+        f"bootstrap sd {sd:.3g}, tie margin {margin:.3g}"
     )
     print(f"{'defect':>18} {'strength':>12} {'score':>8} {'− floor':>8} {'÷ margin':>9}  moved?")
     rows = []
@@ -143,13 +148,17 @@ def run(name: str, data: ImageData, features: str, samples: int, cache: Path) ->
         for strength, apply in levels:
             value = score(apply(images, labels, np.random.default_rng(1)))
             moved = value - floor > margin
-            rows.append((defect, strength, (value - floor) / margin, moved))
+            rows.append({"defect": defect, "strength": strength, "score": value, "minus_floor": value - floor,
+                         "per_margin": (value - floor) / margin, "moved": moved})  # fmt: skip
             print(
                 f"{defect:>18} {strength:>12} {value:8.3g} {value - floor:+8.3g} {(value - floor) / margin:9.1f}  "
                 f"{'yes' if moved else 'NO'}",
                 flush=True,
             )
-    return rows
+    return {
+        "dataset": name, "features": features, "metric": scorer.extractor.metric_name, "images": n, "floor": floor,
+        "bootstrap_sd": sd, "tie_margin": margin, "rows": rows,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -161,19 +170,31 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     extractors = ["classifier"]
+    skipped = None
     try:
         verify_weights(weights_path(None))
         extractors.append("inception")
     except Exception as err:
-        print(f"Inception FID not measured here: {str(err).splitlines()[0]}")
+        skipped = str(err).splitlines()[0]
+        print(f"Inception FID not measured here: {skipped}")
     started = time.perf_counter()
+    runs = []
     for dataset in args.datasets.split(","):
-        data = load_data(DataConfig(source=dataset, image_size=16, val_fraction=0.15, cache_dir=str(args.cache)))
+        data = load_data(
+            DataConfig(source=dataset, image_size=IMAGE_SIZE, val_fraction=0.15, cache_dir=str(args.cache))
+        )
         for features in extractors:
-            rows = run(dataset, data, features, args.samples, args.cache)
-            missed = [f"{d} {s}" for d, s, _, moved in rows if not moved]
+            measured = run(dataset, data, features, args.samples, args.cache)
+            missed = [f"{r['defect']} {r['strength']}" for r in measured["rows"] if not r["moved"]]
             print(f"missed by {features}: {', '.join(missed) if missed else 'none'}")
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+            runs.append({**measured, "missed": missed})
+    seconds = time.perf_counter() - started
+    print(f"\ntotal {seconds:.0f} s")
+    result = {
+        "samples": args.samples, "image_size": IMAGE_SIZE, "bootstrap": BOOTSTRAP, "extractors": extractors,
+        "inception_skipped": skipped, "runs": runs, "total_seconds": seconds,
+    }  # fmt: skip
+    write_result("metric_sensitivity", result)
 
 
 if __name__ == "__main__":

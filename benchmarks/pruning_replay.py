@@ -30,7 +30,7 @@ from typing import Any
 
 import optuna
 
-from benchmarks.common import DIGITS, quiet, spec_with
+from benchmarks.common import DIGITS, quiet, spec_with, write_result
 from benchmarks.tabular import NUM_EVALS, Measured, Table, build, cell_key, replay_trial
 from hpo.analysis.record import BASELINE_ATTR
 from hpo.service.pruning import make_pruner
@@ -85,7 +85,22 @@ def replay(pruner: dict[str, Any], trials: list[Measured], name: str) -> Replay:
     return Replay(points, min(kept, default=math.inf), min(finite, default=math.inf), done)
 
 
-def report(table: Table, sizes: list[int], repeats: int) -> None:
+def figures(out: list[Replay], sd: float, base: int) -> dict[str, float]:
+    """One row of the table: what a pruner did over the draws ``out`` (``base``: points without pruning)."""
+    repeats = len(out)
+    regret = [o.best_kept - o.best_drawn for o in out]
+    return {
+        "compute_saved": base / sum(o.points for o in out),
+        "mean_regret": statistics.mean(min(x, 10 * sd) for x in regret),  # a lost-everything study counts 10 sd
+        "share_regret_over_1_sd": sum(1 for x in regret if x > sd) / repeats,
+        "share_best_kept": sum(1 for x in regret if x == 0) / repeats,
+        "mean_complete": statistics.mean(o.complete for o in out),
+        "share_under_4_complete": sum(1 for o in out if o.complete < 4) / repeats,
+    }
+
+
+def report(table: Table, sizes: list[int], repeats: int) -> dict[str, Any]:
+    """Print the pruners' table of ``table``'s dataset; its figures, by name."""
     baseline = table.cells[BASELINE]
     cells = [m for key, m in table.cells.items() if key != BASELINE]
     sd = table.seed_sd
@@ -97,22 +112,22 @@ def report(table: Table, sizes: list[int], repeats: int) -> None:
         f"{'trials':>6} {'pruner':>30} {'compute saved':>14} {'mean regret':>12} {'> 1 sd':>7} {'best kept':>10} "
         f"{'complete':>9} {'< 4 complete':>12}"
     )
+    rows = []
     for size in sizes:
         draws = [[baseline, *random.Random(r).sample(cells, size - 1)] for r in range(repeats)]
         base = sum(len(m.curve) for d in draws for m in d)
         for label, pruner in PRUNERS.items():
-            out = [replay(pruner, d, f"replay-{size}-{r}") for r, d in enumerate(draws)]
-            regret = [o.best_kept - o.best_drawn for o in out]
-            beyond = sum(1 for x in regret if x > sd) / repeats
-            kept = sum(1 for x in regret if x == 0) / repeats
-            saved = base / sum(o.points for o in out)
-            mean = statistics.mean(min(x, 10 * sd) for x in regret)  # a lost-everything study counts 10 sd
-            complete = statistics.mean(o.complete for o in out)
-            few = sum(1 for o in out if o.complete < 4) / repeats
+            f = figures([replay(pruner, d, f"replay-{size}-{r}") for r, d in enumerate(draws)], sd, base)
             print(
-                f"{size:>6} {label:>30} {saved:>13.2f}x {mean:>12.3g} {beyond:>7.0%} {kept:>10.0%} "
-                f"{complete:>9.1f} {few:>12.0%}"
+                f"{size:>6} {label:>30} {f['compute_saved']:>13.2f}x {f['mean_regret']:>12.3g} "
+                f"{f['share_regret_over_1_sd']:>7.0%} {f['share_best_kept']:>10.0%} {f['mean_complete']:>9.1f} "
+                f"{f['share_under_4_complete']:>12.0%}"
             )
+            rows.append({"trials": size, "pruner": label, "settings": pruner, **f})
+    return {
+        "dataset": table.dataset, "unpruned_trials": len(cells), "kimg": table.kimg, "num_evals": NUM_EVALS,
+        "seed_sd": sd, "draws": repeats, "rows": rows,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -125,9 +140,14 @@ def main() -> None:
     args = parser.parse_args()
     quiet()
     started = time.perf_counter()
-    for name in args.datasets.split(","):
-        report(build(name, args.kimg, args.cache), [int(s) for s in args.sizes.split(",")], args.repeats)
-    print(f"\ntotal {time.perf_counter() - started:.0f} s (tables' training and scoring: measured once, cached)")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    datasets = [report(build(name, args.kimg, args.cache), sizes, args.repeats) for name in args.datasets.split(",")]
+    seconds = time.perf_counter() - started
+    print(f"\ntotal {seconds:.0f} s (tables' training and scoring: measured once, cached)")
+    result = {
+        "repeats": args.repeats, "sizes": sizes, "kimg": args.kimg, "datasets": datasets, "total_seconds": seconds,
+    }  # fmt: skip
+    write_result("pruning_replay", result)
 
 
 if __name__ == "__main__":

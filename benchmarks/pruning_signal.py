@@ -26,9 +26,10 @@ import torch
 from optuna.trial import TrialState
 from scipy.stats import spearmanr
 
-from benchmarks.common import DIGITS, quiet, run_study, spec_with
+from benchmarks.common import DIGITS, quiet, run_study, spec_with, write_result
 
 Metrics = dict[str, float]
+NUM_EVALS = 4
 
 
 def levels(m: Metrics, kind: str) -> list[tuple[float, float]]:
@@ -51,7 +52,7 @@ def study_spec(name: str, data: dict[str, Any], trials: int, kimg: float) -> dic
         DIGITS,
         study={**DIGITS["study"], "name": name, "n_trials": trials},
         data=data,
-        merge_train={"kimg": kimg, "num_evals": 4, "val_images": 128},
+        merge_train={"kimg": kimg, "num_evals": NUM_EVALS, "val_images": 128},
         sampling={"guidance_scale": 1.0, "ddim_steps": 20},
         search={**DIGITS["search"], "prediction": {"type": "categorical", "choices": ["eps", "v"]}},
         sampler={"name": "random", "seed": 0},
@@ -74,6 +75,17 @@ def correlations(curves: list[dict[str, Metrics]], finals: list[float]) -> dict[
     return {
         name: [float(spearmanr([f(c[k]) for c in curves], finals).statistic) for k in ks] for name, f in names.items()
     }
+
+
+def show(name: str, table: dict[str, list[float]], n: int, wall: float) -> dict[str, Any]:
+    """Print one dataset's correlations, best mean first; its figures, by name."""
+    print(f"\n{name}: {n} complete trials ({wall / 60:.1f} min)")
+    print(f"{'metric':>28} " + " ".join(f"{'k=' + str(k):>6}" for k in range(1, NUM_EVALS + 1)))
+    ranked = sorted(table.items(), key=lambda kv: -statistics.fmean(kv[1]))
+    for metric, row in ranked:
+        print(f"{metric:>28} " + " ".join(f"{r:6.2f}" for r in row))
+    spearman = [{"metric": metric, "by_eval": row} for metric, row in ranked]
+    return {"dataset": name, "complete_trials": n, "wall_seconds": wall, "spearman": spearman}
 
 
 def main() -> None:
@@ -102,13 +114,11 @@ def main() -> None:
         args.save.write_text(json.dumps(saved, indent=1))
     print(
         "Spearman rank correlation of each metric at evaluation k with the final classifier-FID "
-        f"({args.trials} random trials per dataset, {args.kimg:g} kimg, 4 evaluation points, no pruning)"
+        f"({args.trials} random trials per dataset, {args.kimg:g} kimg, {NUM_EVALS} evaluation points, no pruning)"
     )
-    for name, (table, n, wall) in tables.items():
-        print(f"\n{name}: {n} complete trials ({wall / 60:.1f} min)")
-        print(f"{'metric':>28} " + " ".join(f"{'k=' + str(k):>6}" for k in range(1, 5)))
-        for metric, row in sorted(table.items(), key=lambda kv: -statistics.fmean(kv[1])):
-            print(f"{metric:>28} " + " ".join(f"{r:6.2f}" for r in row))
+    shown = [show(name, table, n, wall) for name, (table, n, wall) in tables.items()]
+    result = {"trials": args.trials, "kimg": args.kimg, "num_evals": NUM_EVALS, "data": datasets, "datasets": shown}
+    write_result("pruning_signal", result)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,14 @@ import argparse
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 
-from benchmarks.common import DIGITS, quiet, spec_with
+from benchmarks.common import DIGITS, quiet, spec_with, write_result
 from benchmarks.tabular import NUM_EVALS, Table, build, replay_trial
 from hpo.service.pruning import make_pruner
 from hpo.service.space import suggest
@@ -103,13 +103,15 @@ def trials_to_reach(curve: list[float], target: float) -> int | None:
     return next((i + 1 for i, v in enumerate(curve) if v <= target), None)
 
 
-def report(table: Table, seeds: int, trials: int) -> None:
+def report(table: Table, seeds: int, trials: int) -> dict[str, Any]:
+    """Print the samplers' tables of ``table``'s dataset, without and with the spec's pruner; its figures, by name."""
     print(
         f"\n## {table.dataset}: {seeds} seeds × {trials} trials per sampler; table of {len(table.cells)} cells at "
         f"{table.kimg:g} kimg (best cell {table.best():.4g}, median cell {table.quantile(0.5):.4g}); "
         f"training seed sd {table.seed_sd:.3g} (best {len(table.replicates)} cells × 3 seeds)"
     )
     target = math.nan
+    by_pruner: list[dict[str, Any]] = []
     for pruner in ({"name": "none"}, DIGITS["pruner"]):
         runs = {
             label: [run_study(table, spec_for(sampler, seed, trials, pruner), trials) for seed in range(seeds)]
@@ -122,29 +124,87 @@ def report(table: Table, seeds: int, trials: int) -> None:
         print(f"\npruner: {pruner}; auto is {sampler_name(auto)} with {startup_trials(auto)} start-up trials here")
         head = "".join(f"{f'best@{k}':>16}" for k in CHECKPOINTS if k <= trials) + f"{'best@½compute':>16}"
         print(f"{'sampler':>18}{head}{'trials to reach':>18}{'reached':>9}{'compute':>8}{'distinct':>9}{'s/prop.':>8}")
-        for label, studies in runs.items():
-            print(f"{label:>18}{row(studies, target, trials)}")
+        rows = {label: Row.of(studies, target, trials) for label, studies in runs.items()}
+        for label, r in rows.items():
+            print(f"{label:>18}{r.text()}")
+        by_pruner.append({
+            "pruner": pruner, "auto_sampler": sampler_name(auto), "auto_startup_trials": startup_trials(auto),
+            "samplers": [{"sampler": label, **r.as_dict()} for label, r in rows.items()],
+        })  # fmt: skip
+    return {
+        "dataset": table.dataset, "cells": len(table.cells), "kimg": table.kimg, "best_cell": table.best(),
+        "median_cell": table.quantile(0.5), "seed_sd": table.seed_sd,
+        "replicated_cells": len(table.replicates), "random_best_median": target, "pruners": by_pruner,
+    }  # fmt: skip
 
 
-def row(studies: list[Run], target: float, trials: int) -> str:
-    """best@k (mean ± sd over seeds), the best within half the unpruned study's compute, trials to
-    reach ``target`` (median, quartiles, seeds that reach it), compute (share of the unpruned
-    budget), distinct configurations and seconds per proposal."""
-    cells = ""
-    for k in (k for k in CHECKPOINTS if k <= trials):
-        at = [r.best[k - 1] for r in studies]
-        cells += f"{statistics.mean(at):>9.4g} ± {statistics.stdev(at):<4.2g}"
-    needed = [trials_to_reach(r.best, target) or math.inf for r in studies]  # never reaching counts as never
-    median = statistics.median(needed)
-    quart = "–".join(f"{q:.0f}" if math.isfinite(q) else "never" for q in np.quantile(needed, [0.25, 0.75]))
-    median_text = f"{median:g} ({quart})" if math.isfinite(median) else f"never ({quart})"
-    hit = sum(1 for n in needed if math.isfinite(n))
-    compute = statistics.mean(r.points[-1] for r in studies) / (trials * NUM_EVALS)
-    half = [r.best_within(trials * NUM_EVALS // 2) for r in studies]
-    cells += f"{statistics.mean(half):>9.4g} ± {statistics.stdev(half):<4.2g}"
-    distinct = statistics.mean(r.distinct for r in studies)
-    seconds = statistics.mean(r.seconds for r in studies)
-    return f"{cells}{median_text:>18}{hit:>5}/{len(studies):<3}{compute:>8.0%}{distinct:>9.1f}{seconds:>8.3f}"
+@dataclass(frozen=True)
+class Spread:
+    """Mean and sd over a sampler's seeds."""
+
+    mean: float
+    sd: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        return cls(statistics.mean(values), statistics.stdev(values))
+
+    def text(self) -> str:
+        return f"{self.mean:>9.4g} ± {self.sd:<4.2g}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A sampler's figures over its seeds: best@k, the best within half the unpruned study's compute,
+    trials to reach the target (median and quartiles; inf: never), seeds that reach it, compute
+    (share of the unpruned budget), distinct configurations and seconds per proposal."""
+
+    best_at: dict[int, Spread]
+    best_at_half_compute: Spread
+    trials_to_reach: float
+    quartiles: tuple[float, float]
+    reached: int
+    seeds: int
+    compute: float
+    distinct: float
+    seconds: float
+
+    @classmethod
+    def of(cls, studies: list[Run], target: float, trials: int) -> Row:
+        needed = [trials_to_reach(r.best, target) or math.inf for r in studies]  # never reaching counts as never
+        q1, q3 = (float(q) for q in np.quantile(needed, [0.25, 0.75]))
+        return cls(
+            best_at={k: Spread.of([r.best[k - 1] for r in studies]) for k in CHECKPOINTS if k <= trials},
+            best_at_half_compute=Spread.of([r.best_within(trials * NUM_EVALS // 2) for r in studies]),
+            trials_to_reach=statistics.median(needed),
+            quartiles=(q1, q3),
+            reached=sum(1 for n in needed if math.isfinite(n)),
+            seeds=len(studies),
+            compute=statistics.mean(r.points[-1] for r in studies) / (trials * NUM_EVALS),
+            distinct=statistics.mean(r.distinct for r in studies),
+            seconds=statistics.mean(r.seconds for r in studies),
+        )
+
+    def text(self) -> str:
+        """The table's row after the sampler's name."""
+        cells = "".join(s.text() for s in (*self.best_at.values(), self.best_at_half_compute))
+        quart = "–".join(f"{q:.0f}" if math.isfinite(q) else "never" for q in self.quartiles)
+        median = self.trials_to_reach
+        median_text = f"{median:g} ({quart})" if math.isfinite(median) else f"never ({quart})"
+        return (
+            f"{cells}{median_text:>18}{self.reached:>5}/{self.seeds:<3}{self.compute:>8.0%}{self.distinct:>9.1f}"
+            f"{self.seconds:>8.3f}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "best_at": [{"trials": k, **asdict(s)} for k, s in self.best_at.items()],
+            "best_at_half_compute": asdict(self.best_at_half_compute),
+            "trials_to_reach": self.trials_to_reach,
+            "trials_to_reach_quartiles": self.quartiles,
+            "reached": self.reached, "seeds": self.seeds, "compute": self.compute, "distinct": self.distinct,
+            "seconds_per_proposal": self.seconds,
+        }  # fmt: skip
 
 
 def main() -> None:
@@ -158,13 +218,20 @@ def main() -> None:
     args = parser.parse_args()
     quiet()
     started = time.perf_counter()
+    datasets = []
     for name in args.datasets.split(","):
         table = build(name, args.kimg, args.cache)
-        report(table, args.seeds, args.trials)
+        datasets.append(report(table, args.seeds, args.trials))
     sizes = tuple(int(n) for n in args.cost_at.split(","))
     cost = proposal_cost(table, sizes)
     print("\nGP's proposal of the n-th trial: " + ", ".join(f"n = {n}: {s:.2f} s" for n, s in cost.items()))
-    print(f"\ntotal {time.perf_counter() - started:.0f} s (tables' training and scoring: measured once, cached)")
+    seconds = time.perf_counter() - started
+    print(f"\ntotal {seconds:.0f} s (tables' training and scoring: measured once, cached)")
+    result = {
+        "seeds": args.seeds, "trials": args.trials, "kimg": args.kimg, "datasets": datasets,
+        "gp_proposal_seconds": [{"trials": n, "seconds": s} for n, s in cost.items()], "total_seconds": seconds,
+    }  # fmt: skip
+    write_result("sampler_efficiency", result)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
+from benchmarks.common import write_result
 from hpo.analysis.noise import pair_sd
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
 
@@ -259,7 +260,7 @@ def print_table(dataset: str, rows: dict[str, dict[str, float]], screen: int, fu
         )
 
 
-def across_models(models: list[Model], count: int = 128, combo: str = "2/10") -> dict[str, float]:
+def across_models(models: list[Model], count: int = 128, combo: str = "2/10") -> dict[str, Any]:
     """The tabular benchmark's statistic (``benchmarks/tabular.py``: classifier-FID of 128 samples at
     guidance 2, 10 DDIM steps, compared across trained models) against FID of all the samples:
     Spearman over the models, with and without the PCA projection."""
@@ -268,6 +269,8 @@ def across_models(models: list[Model], count: int = 128, combo: str = "2/10") ->
     pca = [frechet_pca(m.feats[combo][:count], m.reference, count // 4) for m in models]
     return {
         "models": len(models),
+        "samples": count,
+        "combination": combo,
         "spearman_fid": float(spearmanr(plain, truth).statistic),
         "spearman_pca": float(spearmanr(pca, truth).statistic),
         "same_best_fid": float(np.argmin(plain) == np.argmin(truth)),
@@ -290,21 +293,29 @@ def main() -> None:
     started = time.perf_counter()
     measure(datasets, args.models, 2 * args.full, args.width, args.processes)
     results = {}
+    tables = []
     for d in datasets:
         name = f"{d}, base_channels {args.width}"
-        results[name] = table(load_models(d, args.models, args.width), args.screen, args.full, args.rescore_top)
-        print_table(name, results[name], args.screen, args.full, args.rescore_top)
-        across = across_models(load_models(d, args.models, args.width))
-        results[name]["across models (tabular's 128 samples)"] = across
+        models = load_models(d, args.models, args.width)
+        rows = table(models, args.screen, args.full, args.rescore_top)
+        print_table(name, rows, args.screen, args.full, args.rescore_top)
+        across = across_models(models)
+        results[name] = {**rows, "across models (tabular's 128 samples)": across}
+        tables.append({"dataset": d, "rows": [{"statistic": k, **r} for k, r in rows.items()], "across_models": across})
         print(
             f"  across its {across['models']} models (guidance 2, 10 steps; the tabular benchmark's statistic): "
             f"Spearman vs FID of {2 * args.full}: FID of 128 {across['spearman_fid']:.2f}, PCA-32 of 128 "
             f"{across['spearman_pca']:.2f}; same best model: {across['same_best_fid']:.0f} / "
             f"{across['same_best_pca']:.0f}"
         )
-    print(f"\n{time.perf_counter() - started:.0f} s in all ({os.cpu_count()} cores)")
+    seconds = time.perf_counter() - started
+    print(f"\n{seconds:.0f} s in all ({os.cpu_count()} cores)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    write_result("screen_agreement", {
+        "datasets": datasets, "models": args.models, "width": args.width, "screen": args.screen, "full": args.full,
+        "rescore_top": args.rescore_top, "processes": args.processes, "tables": tables, "seconds": seconds,
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
 
+from benchmarks.common import write_result
 from hpo.service.context import StudyContext
 from hpo.service.pruning import make_pruner
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
@@ -28,10 +30,11 @@ from hpo.service.study import create_or_resume, make_sampler
 from hpo.service.urls import resolve_url
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
-from tests.pg import start_server, stop_server
+from tests.pg import PgServer, start_server, stop_server
 from tests.service_helpers import write_spec
 
 REPORTS, SLEEP = 4, 0.05  # per trial: 4 intermediate reports, 50 ms of "training" before each
+Runner = Callable[[str, Path, str, int, int], float]  # (url, spec, study, workers, trials per worker) -> wall s
 
 
 def fake_training(trial: optuna.Trial) -> float:
@@ -107,48 +110,70 @@ def plain(url: str, spec_path: Path, name: str, n_workers: int, per_worker: int)
     return run_threads(n_workers, body)
 
 
+RUNNERS: tuple[tuple[str, Runner], ...] = (("plain", plain), ("hpo", ours))
+
+
+def trials_per_worker(n_workers: int) -> int:
+    return max(2, 64 // n_workers)
+
+
+def overhead(server: PgServer, folder: Path, label: str, runner: Runner, n_workers: int, finished: int) -> float:
+    """Seconds per trial that ``runner``'s workers spend outside the sleeps, on a fresh database whose
+    study already holds ``finished`` trials."""
+    per_worker = trials_per_worker(n_workers)
+    name = f"{label}-{n_workers}-{finished}"
+    url = resolve_url(server.create_database(name.replace("-", "_")))
+    spec_path = write_spec(
+        folder,
+        f"{name}.yaml",
+        study={"name": name, "n_trials": finished + n_workers * per_worker},
+        search={"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
+        sampler={"name": "tpe", "seed": 0, "n_startup_trials": 10},
+    )
+    create_or_resume(load_spec(spec_path), open_storage(url))
+    prefill(url, name, finished)
+    wall = runner(url, spec_path, name, n_workers, per_worker)
+    trials = n_workers * per_worker
+    # wall × workers is the workers' total time; subtract the sleeps they all did
+    return (wall * n_workers - trials * REPORTS * SLEEP) / trials
+
+
+def measure_row(server: PgServer, folder: Path, n_workers: int, finished: int) -> dict[str, float]:
+    """One configuration, plain Optuna then hpo: its printed row, and the row's figures by name."""
+    plain_s, hpo_s = (overhead(server, folder, label, runner, n_workers, finished) for label, runner in RUNNERS)
+    row = {
+        "workers": n_workers, "finished": finished, "trials_per_worker": trials_per_worker(n_workers),
+        "plain_ms_per_trial": plain_s * 1000, "hpo_ms_per_trial": hpo_s * 1000, "ratio": hpo_s / plain_s,
+        "percent_of_60s": hpo_s / 60 * 100,
+    }  # fmt: skip
+    print(
+        f"{n_workers:7d} {finished:8d} {row['plain_ms_per_trial']:15.1f} {row['hpo_ms_per_trial']:13.1f} "
+        f"{row['ratio']:6.2f} {row['percent_of_60s']:8.2f}%"
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer configurations")
     args = parser.parse_args()
     logging.disable(logging.INFO)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    configs = [(1, 100), (8, 100), (32, 1000)] if args.quick else [(1, 100), (8, 100), (32, 100), (8, 1000), (32, 1000)]
     server = start_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            configs = [(1, 100), (8, 100), (32, 100), (8, 1000), (32, 1000)]
-            if args.quick:
-                configs = [(1, 100), (8, 100), (32, 1000)]
             print(
                 f"{'workers':>7} {'finished':>8} {'plain ms/trial':>15} {'hpo ms/trial':>13} {'ratio':>6} "
                 f"{'% of 60 s':>9}"
             )
-            for n_workers, finished in configs:
-                per_worker = max(2, 64 // n_workers)
-                row = []
-                for label, runner in (("plain", plain), ("hpo", ours)):
-                    name = f"{label}-{n_workers}-{finished}"
-                    url = resolve_url(server.create_database(name.replace("-", "_")))
-                    spec_path = write_spec(
-                        Path(tmp),
-                        f"{name}.yaml",
-                        study={"name": name, "n_trials": finished + n_workers * per_worker},
-                        search={"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
-                        sampler={"name": "tpe", "seed": 0, "n_startup_trials": 10},
-                    )
-                    create_or_resume(load_spec(spec_path), open_storage(url))
-                    prefill(url, name, finished)
-                    wall = runner(url, spec_path, name, n_workers, per_worker)
-                    trials = n_workers * per_worker
-                    # wall × workers is the workers' total time; subtract the sleeps they all did
-                    overhead = (wall * n_workers - trials * REPORTS * SLEEP) / trials
-                    row.append(overhead)
-                print(
-                    f"{n_workers:7d} {finished:8d} {row[0] * 1000:15.1f} {row[1] * 1000:13.1f} {row[1] / row[0]:6.2f} "
-                    f"{row[1] / 60 * 100:8.2f}%"
-                )
+            rows = [measure_row(server, Path(tmp), n_workers, finished) for n_workers, finished in configs]
     finally:
         stop_server(server)
+    write_result("service_overhead", {
+        "mode": "quick" if args.quick else "full", "reports_per_trial": REPORTS, "sleep_s_per_report": SLEEP,
+        "rows": rows,
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

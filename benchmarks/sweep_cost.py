@@ -15,9 +15,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import optuna
 import torch
 
-from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with
+from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with, write_result
 from hpo.scoring.score import make_scorer
 from hpo.spec.spec import spec_from_dict
 from hpo.training.data import load_data
@@ -29,6 +30,29 @@ def warm_caches(cache: Path) -> None:
     spec = spec_from_dict({**DIGITS, "data": {**DIGITS["data"], "cache_dir": str(cache)}})
     data = load_data(spec.data)
     make_scorer(spec.score, data, device=torch.device("cpu"), cache_dir=cache / "scoring")
+
+
+def study_row(label: str, study: optuna.Study, wall: float) -> dict[str, Any]:
+    """One study's row: wall, training and scoring seconds, combinations scored per model, best FID."""
+    trials = study.get_trials(deepcopy=False)
+    return {
+        "study": label,
+        "wall_s": wall,
+        "train_s": sum(float(t.user_attrs.get("train_seconds", 0)) for t in trials),
+        "score_s": sum(float(t.user_attrs.get("score_seconds", 0)) for t in trials),
+        "combos_per_model": sum(int(t.user_attrs.get("combinations", 0)) for t in trials) / len(trials),
+        "best_fid": best_value(study),
+    }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"{N_TRIALS} trials each, digits 16 px, {torch.get_num_threads()} threads, no pruning")
+    print(f"{'study':>20} {'wall s':>8} {'train s':>8} {'score s':>8} {'combos/model':>12} {'best FID':>9}")
+    for r in rows:
+        print(
+            f"{r['study']:>20} {r['wall_s']:8.1f} {r['train_s']:8.1f} {r['score_s']:8.1f} "
+            f"{r['combos_per_model']:12.1f} {r['best_fid']:9.4g}"
+        )
 
 
 def main() -> None:
@@ -57,19 +81,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         warm_caches(Path(tmp) / "cache")  # the data and the feature classifier, once, outside both timings
         for label, raw, enqueue in (("searched as params", as_params, drawn), ("swept (3x3)", sweep, configs)):
-            study_obj, wall = run_study(raw, Path(tmp) / label.split()[0], enqueue=enqueue)
-            trials = study_obj.get_trials(deepcopy=False)
-            train = sum(float(t.user_attrs.get("train_seconds", 0)) for t in trials)
-            score = sum(float(t.user_attrs.get("score_seconds", 0)) for t in trials)
-            combos = sum(int(t.user_attrs.get("combinations", 0)) for t in trials) / len(trials)
-            rows.append((label, wall, train, score, combos, best_value(study_obj)))
-    print(f"{N_TRIALS} trials each, digits 16 px, {torch.get_num_threads()} threads, no pruning")
-    print(f"{'study':>20} {'wall s':>8} {'train s':>8} {'score s':>8} {'combos/model':>12} {'best FID':>9}")
-    for label, wall, train, score, combos, best in rows:
-        print(f"{label:>20} {wall:8.1f} {train:8.1f} {score:8.1f} {combos:12.1f} {best:9.4g}")
-    (_, wall_a, *_), (_, wall_b, _, _, combos_b, _) = rows
-    ratio = wall_b / wall_a
-    print(f"cost ratio swept / searched: {ratio:.2f}x (target <= 1.5x), {combos_b:.0f}x the combinations per model")
+            rows.append(study_row(label, *run_study(raw, Path(tmp) / label.split()[0], enqueue=enqueue)))
+    print_table(rows)
+    searched, swept = rows
+    ratio = swept["wall_s"] / searched["wall_s"]
+    combos = swept["combos_per_model"]
+    print(f"cost ratio swept / searched: {ratio:.2f}x (target <= 1.5x), {combos:.0f}x the combinations per model")
+    write_result("sweep_cost", {
+        "trials": N_TRIALS, "dataset": DIGITS["data"]["source"], "image_size": DIGITS["data"]["image_size"],
+        "threads": torch.get_num_threads(), "pruner": common["pruner"]["name"], "studies": rows,
+        "cost_ratio": ratio, "combinations_factor": combos,
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

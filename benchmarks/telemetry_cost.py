@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.common import write_result
 from hpo.spec.loading import load_spec
-from hpo.spec.spec import TrackingSettings
+from hpo.spec.spec import Spec, TrackingSettings
 from hpo.tracking.base import RunInfo
 from hpo.tracking.runs import open_runs
 from hpo.training.data import load_data
@@ -39,9 +40,8 @@ def timed(fn: Callable[..., None], spent: list[float]) -> Callable[..., None]:
     return call
 
 
-def main() -> None:
-    torch.set_num_threads(2)
-    spec = load_spec(SPEC)
+def measure(spec: Spec) -> dict[str, Any]:
+    """Train the spec's first baseline without telemetry, then with TensorBoard; the figures, by name."""
     cfg = spec.train_config(dict(spec.baselines[0]))
     with tempfile.TemporaryDirectory() as tmp:
         data = load_data(spec.data)
@@ -63,11 +63,28 @@ def main() -> None:
         tracked = time.perf_counter() - started
         size = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
     telemetry = sum(spent)
-    print(f"digits quickstart baseline: {cfg.total_steps} steps, {torch.get_num_threads()} threads")
-    print(f"training without telemetry: {plain:.1f} s; with TensorBoard: {tracked:.1f} s")
-    calls = len(spent)
-    print(f"time inside the telemetry callbacks: {telemetry:.3f} s over {calls} calls, {size / 1024:.0f} KiB written")
-    print(f"telemetry / training: {telemetry / tracked:.2%} (target < 2 %)")
+    return {
+        "baseline": dict(spec.baselines[0]), "steps": cfg.total_steps, "threads": torch.get_num_threads(),
+        "plain_s": plain, "tracked_s": tracked, "telemetry_s": telemetry, "calls": len(spent),
+        "written_kib": size / 1024, "telemetry_fraction": telemetry / tracked,
+    }  # fmt: skip
+
+
+def show(r: dict[str, Any]) -> None:
+    print(f"digits quickstart baseline: {r['steps']} steps, {r['threads']} threads")
+    print(f"training without telemetry: {r['plain_s']:.1f} s; with TensorBoard: {r['tracked_s']:.1f} s")
+    print(
+        f"time inside the telemetry callbacks: {r['telemetry_s']:.3f} s over {r['calls']} calls, "
+        f"{r['written_kib']:.0f} KiB written"
+    )
+    print(f"telemetry / training: {r['telemetry_fraction']:.2%} (target < 2 %)")
+
+
+def main() -> None:
+    torch.set_num_threads(2)
+    result = measure(load_spec(SPEC))
+    show(result)
+    write_result("telemetry_cost", result)
 
 
 if __name__ == "__main__":

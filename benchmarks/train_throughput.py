@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.common import write_result
 from hpo.spec.config import TrainConfig
 from hpo.training.data import ImageData
 from hpo.training.model import count_parameters
@@ -94,6 +96,14 @@ def diffusers_loop(args: argparse.Namespace, device: torch.device) -> tuple[floa
     return time_steps(step, args.steps, args.warmup, device), count_parameters(unet)
 
 
+def cuda_figures(trainer: Trainer, steps_per_s: float, batch: int) -> dict[str, float]:
+    """Images per second and achieved TFLOP/s of our step (one step counted, at the measured rate)."""
+    with FlopCounterMode(display=False) as counter:
+        trainer.train_step()
+    flops = counter.get_total_flops()
+    return {"images_per_s": steps_per_s * batch, "tflop_per_s": flops * steps_per_s / 1e12}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=32)
@@ -111,14 +121,18 @@ def main() -> None:
         f"hpo trainer        : {ours_sps:7.2f} steps/s  ({ours_params / 1e6:.2f}M parameters, EMA + NaN guard included)"
     )
     print(f"diffusers loop     : {theirs_sps:7.2f} steps/s  ({theirs_params / 1e6:.2f}M parameters)")
-    print(f"ratio hpo/diffusers: {ours_sps / theirs_sps:.2f}x")
+    ratio = ours_sps / theirs_sps
+    print(f"ratio hpo/diffusers: {ratio:.2f}x")
+    cuda: dict[str, Any] = {"images_per_s": None, "tflop_per_s": None}
     if device.type == "cuda":
-        with FlopCounterMode(display=False) as counter:
-            trainer.train_step()
-        flops = counter.get_total_flops()
-        print(
-            f"hpo images/s: {ours_sps * args.batch:.0f}; achieved {flops * ours_sps / 1e12:.1f} TFLOP/s (bf16 autocast)"
-        )
+        cuda = cuda_figures(trainer, ours_sps, args.batch)
+        print(f"hpo images/s: {cuda['images_per_s']:.0f}; achieved {cuda['tflop_per_s']:.1f} TFLOP/s (bf16 autocast)")
+    write_result("train_throughput", {
+        "device": str(device), "threads": torch.get_num_threads(), "size": args.size, "batch": args.batch,
+        "channels": args.channels, "steps": args.steps, "warmup": args.warmup, "hpo_steps_per_s": ours_sps,
+        "hpo_parameters": ours_params, "diffusers_steps_per_s": theirs_sps, "diffusers_parameters": theirs_params,
+        "ratio": ratio, **cuda,
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.common import write_result
 from hpo.analysis.transfer import Transfer, TransferRun, transfer
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import make_scorer
@@ -62,16 +63,19 @@ def run_grid(
     seeds: int,
     kimg: float,
     changes: dict[str, object],
-) -> list[TransferRun]:
-    runs = []
+) -> tuple[list[TransferRun], list[dict[str, float]]]:
+    """The grid's runs, and per width the runs' count and the seconds they took (as printed)."""
+    runs, timings = [], []
     for width in widths:
         started = time.perf_counter()
         for lr in lrs:
             for seed in range(seeds):
                 cfg = TrainConfig(base_channels=width, lr=lr, seed=seed, kimg=kimg, **NET).replace(**changes)
                 runs.append(TransferRun(width, lr, seed, score_run(cfg, data, probe)))
-        print(f"  width {width:3d}: {len(lrs) * seeds} runs in {time.perf_counter() - started:.0f} s", flush=True)
-    return runs
+        seconds = time.perf_counter() - started
+        timings.append({"width": width, "runs": len(lrs) * seeds, "seconds": seconds})
+        print(f"  width {width:3d}: {len(lrs) * seeds} runs in {seconds:.0f} s", flush=True)
+    return runs, timings
 
 
 def print_transfer(result: Transfer) -> None:
@@ -89,6 +93,21 @@ def print_transfer(result: Transfer) -> None:
     print(f"  {result.text}", flush=True)
 
 
+def transfer_figures(result: Transfer) -> dict[str, Any]:
+    """What :func:`print_transfer` prints, by name (and the optima's spread across widths, which its text cites)."""
+    optima = [
+        {
+            "width": o.width, "optimum_lr": o.lr, "grid_best_lr": o.grid_lr, "tied_lr_low": o.low,
+            "tied_lr_high": o.high, "score": o.best.mean, "seed_sd": o.best.spread, "on_fit": residual, "edge": o.edge,
+        }
+        for o, residual in zip(result.optima, result.residuals, strict=True)
+    ]  # fmt: skip
+    return {
+        "optima": optima, "alpha": result.alpha, "lr_spread": result.spread, "regret": result.regret,
+        "regret_se": result.regret_se, "state": result.state, "text": result.text,
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kimg", type=float, default=4.0)
@@ -103,23 +122,34 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     widths = [int(w) for w in args.widths.split(",")]
     lrs = [float(v) for v in np.geomspace(4e-4, 4e-2, args.lrs)]
+    datasets, parameterizations = args.datasets.split(","), args.parameterizations.split(",")
     started = time.perf_counter()
-    for source in args.datasets.split(","):
+    grids: list[dict[str, Any]] = []
+    for source in datasets:
         data = load_data(DataConfig(source=source, image_size=8, cache_dir=str(args.cache)))
         scorer = make_scorer(
             ScoreConfig(features="classifier", num_samples=256, batch_size=256), data, device=torch.device("cpu"),
             cache_dir=args.cache / "scoring",
         )  # fmt: skip
         probe = ProgressProbe(scorer, data)
-        for name in args.parameterizations.split(","):
+        for name in parameterizations:
             changes = PARAMETERISATIONS[name]
             print(
                 f"\n## {source}, {name}: widths {widths}, {len(lrs)} lrs, {args.seeds} seeds, {args.kimg:g} kimg",
                 flush=True,
             )
-            runs = run_grid(data, probe, widths=widths, lrs=lrs, seeds=args.seeds, kimg=args.kimg, changes=changes)
-            print_transfer(transfer(runs))
-    print(f"\n{time.perf_counter() - started:.0f} s in all ({args.threads} thread(s))")
+            runs, timings = run_grid(
+                data, probe, widths=widths, lrs=lrs, seeds=args.seeds, kimg=args.kimg, changes=changes
+            )
+            result = transfer(runs)
+            print_transfer(result)
+            grids.append({"dataset": source, "parameterization": name, "timings": timings, **transfer_figures(result)})
+    seconds = time.perf_counter() - started
+    print(f"\n{seconds:.0f} s in all ({args.threads} thread(s))")
+    write_result("width_transfer", {
+        "datasets": datasets, "parameterizations": parameterizations, "widths": widths, "lrs": lrs, "seeds": args.seeds,
+        "kimg": args.kimg, "threads": args.threads, "grids": grids, "seconds": seconds,
+    })  # fmt: skip
 
 
 if __name__ == "__main__":
