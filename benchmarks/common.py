@@ -20,6 +20,7 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.record import TrialRecord
 from hpo.commands.json_out import json_safe
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
@@ -107,9 +108,11 @@ def draw_configurations(n: int, *, seed: int = 0, lr_exponents: tuple[float, flo
 
 def trained_kimg(t: FrozenTrial) -> float:
     """Images a trial trained on: its whole budget, or where it was stopped."""
+    record = TrialRecord.of(t)
+    budget = record.budget_kimg or 0.0
     if t.state == TrialState.COMPLETE:
-        return float(t.user_attrs.get("budget_kimg", 0.0))
-    return float(t.user_attrs.get("stopped_at_kimg", t.user_attrs.get("budget_kimg", 0.0)))
+        return budget
+    return record.stopped_at_kimg if record.stopped_at_kimg is not None else budget
 
 
 def best_value(study: optuna.Study) -> float:

@@ -121,10 +121,11 @@ YAML
     "$PY" - "$db" "per-gpu-$size-$k" "$start" "$k" "$size" <<'PY'
 import sys, time
 import optuna
+from hpo.service.trials import fail_reason
 db, name, start, k, size = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 trials = optuna.load_study(study_name=name, storage=db).get_trials()
 done = [t for t in trials if t.state.name == "COMPLETE"]
-oom = [t for t in trials if t.user_attrs.get("fail_reason") == "oom"]
+oom = [t for t in trials if fail_reason(t) == "oom"]
 hours = (time.time() - start) / 3600
 print(f"{size:5s} K={k}: {len(done)}/{len(trials)} trials complete in {hours * 3600:.0f} s = "
       f"{len(done) / hours:.1f} trials/h per GPU; {len(oom)} out of memory")

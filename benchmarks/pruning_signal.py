@@ -27,6 +27,8 @@ from optuna.trial import TrialState
 from scipy.stats import spearmanr
 
 from benchmarks.common import DIGITS, quiet, run_study, spec_with, write_result
+from hpo.analysis.ranking import score_of
+from hpo.analysis.record import TrialRecord
 
 Metrics = dict[str, float]
 NUM_EVALS = 4
@@ -107,9 +109,11 @@ def main() -> None:
         for name, data in datasets.items():
             study, wall = run_study(study_spec(name, data, args.trials, args.kimg), Path(tmp) / name)
             done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
-            curves = [t.user_attrs["curve"] for t in done]
-            saved[name] = [{"params": t.params, "curve": t.user_attrs["curve"], "fid": t.value} for t in done]
-            tables[name] = (correlations(curves, [float(t.value) for t in done]), len(done), wall)  # type: ignore[arg-type]
+            curves = [TrialRecord.of(t).curve for t in done]
+            saved[name] = [
+                {"params": t.params, "curve": curve, "fid": t.value} for t, curve in zip(done, curves, strict=True)
+            ]
+            tables[name] = (correlations(curves, [score_of(t) for t in done]), len(done), wall)
     if args.save is not None:
         args.save.write_text(json.dumps(saved, indent=1))
     print(

@@ -19,6 +19,7 @@ import optuna
 import torch
 
 from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with, write_result
+from hpo.analysis.record import TrialRecord
 from hpo.scoring.score import make_scorer
 from hpo.spec.spec import spec_from_dict
 from hpo.training.data import load_data
@@ -38,9 +39,9 @@ def study_row(label: str, study: optuna.Study, wall: float) -> dict[str, Any]:
     return {
         "study": label,
         "wall_s": wall,
-        "train_s": sum(float(t.user_attrs.get("train_seconds", 0)) for t in trials),
-        "score_s": sum(float(t.user_attrs.get("score_seconds", 0)) for t in trials),
-        "combos_per_model": sum(int(t.user_attrs.get("combinations", 0)) for t in trials) / len(trials),
+        "train_s": sum(TrialRecord.of(t).number("train_seconds") for t in trials),
+        "score_s": sum(TrialRecord.of(t).number("score_seconds") for t in trials),
+        "combos_per_model": sum(TrialRecord.of(t).number("combinations") for t in trials) / len(trials),
         "best_fid": best_value(study),
     }
 

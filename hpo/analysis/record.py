@@ -129,8 +129,9 @@ class TrialRecord(_Stored):
         """This attempt's attributes: a waiting retry shows none of its predecessor's."""
         return cls({} if t.state == TrialState.WAITING else t.user_attrs)
 
-    def get(self, key: str) -> Any:
-        return self.attrs.get(key)
+    def number(self, key: str) -> float:
+        """A numeric field of the run record (``RunRecord``'s keys, e.g. train_seconds); 0 when absent."""
+        return _number(self.attrs.get(key)) or 0.0
 
     @property
     def baseline(self) -> bool:
