@@ -231,3 +231,22 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path)
     assert target.read_text() == "old weights" and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
     atomic_write(target, lambda tmp: tmp.write_text("new weights"))
     assert target.read_text() == "new weights" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_export_of_a_trial_that_stored_no_sampling_is_refused_in_one_line(built: Built, tmp_path: Path) -> None:
+    """A complete trial with weights but no best sampling (another tool's, or an older hpo's) cannot
+    be exported: the spec needs its sampling; the study keeps its trial."""
+    storage = open_storage(built.url)
+    other, _ = create_or_resume(require_spec(built.study), storage, name="no-sampling", baselines=False)
+    source = built.trial(1)
+    attrs = {k: v for k, v in source.user_attrs.items() if k != "sampling"}
+    other.add_trial(
+        optuna.create_trial(
+            state=TrialState.COMPLETE, value=source.value, params=source.params,
+            distributions=source.distributions, user_attrs=attrs,
+        )
+    )  # fmt: skip
+    code, _, err = run_cli(["export", "no-sampling:0", "-o", str(tmp_path / "out"), *built.opts()])
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: trial 0 of study 'no-sampling' stored no sampling; pick another trial"), err
+    assert not (tmp_path / "out").exists() and len(other.get_trials()) == 1
