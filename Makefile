@@ -4,7 +4,7 @@ VENV   ?= .venv
 TORCH  ?= -r requirements-torch.txt  # the image installs the same file
 BIN     = $(VENV)/bin
 
-.PHONY: setup quickstart test lint test-containers test-slurm
+.PHONY: setup quickstart test test-all test-tiers lint test-containers test-slurm
 
 # The quickstart's install: torch and the project, nothing else.
 $(BIN)/hpo: pyproject.toml requirements-torch.txt
@@ -31,8 +31,17 @@ lint: $(TEST_EXTRAS)
 	$(BIN)/ruff check hpo tests benchmarks
 	$(BIN)/mypy
 
+# README's test command: lint and the default tier (tests/ outside integration/, e2e/, deploy/), minutes.
 test: lint
 	$(BIN)/python -m pytest -q
+
+# Every tier, as CI runs it: the default tier, then integration/, e2e/ and deploy/ (servers, processes,
+# browsers, full-size networks) on two processes of one torch thread each (a file stays on one
+# process: its shared fixtures are built once), then the containers and Slurm (root).
+test-all: test test-tiers test-containers test-slurm
+
+test-tiers: $(TEST_EXTRAS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --tier integration,e2e,deploy -n 2 --dist loadfile
 
 # The shipped Dockerfile and compose file built and run on a Docker engine of the test's own (root;
 # about 15 minutes on 2 cores, most of it installing the CUDA torch into the image).
@@ -41,7 +50,7 @@ test-containers: $(TEST_EXTRAS)
 	@for t in $(CONTAINER_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -q --no-install-recommends docker.io docker-compose debootstrap; fi
-	$(BIN)/python -m pytest -q -s -m containers tests/test_stack.py
+	$(BIN)/python -m pytest -q -s -m containers tests/deploy/test_stack.py
 
 # A job array through a one-node Slurm cluster of the test's own (root; Debian's Slurm 22.05 and munge,
 # installed when missing), on a throwaway PostgreSQL.
@@ -50,4 +59,4 @@ test-slurm: $(TEST_EXTRAS)
 	@for t in $(SLURM_TOOLS); do command -v $$t >/dev/null || [ -x /usr/sbin/$$t ] || missing=1; done; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client munge; fi
-	$(BIN)/python -m pytest -q -s -m slurm tests/test_slurm.py
+	$(BIN)/python -m pytest -q -s -m slurm tests/deploy/test_slurm.py

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+from pathlib import Path
 
 import click
 import typer
@@ -24,3 +27,19 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
+
+
+def hpo_in_process(*args: str, url: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``hpo ARGS`` in this process, in ``cwd`` with ``url`` as $HPO_STORAGE (unset without one): the
+    in-process twin of :func:`tests.service_helpers.hpo` for tests where the process itself is not the
+    point (about 5 s of imports saved per call)."""
+    here = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner().invoke(command(), list(args), env={"HPO_STORAGE": url})
+    finally:
+        os.chdir(here)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["hpo", *args], result.exit_code, result.stdout, result.stderr)

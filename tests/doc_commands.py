@@ -115,14 +115,14 @@ def parse(args: tuple[str, ...]) -> None:
 # scheduler: those are run by the test named (each exists: test_docs checks).
 DOC_STUDIES = {"bikes", "mine", "digits-quickstart"}
 RUN_ELSEWHERE = {
-    "dashboard": "tests/test_report.py::test_dashboard_serves_the_study_and_its_page_loads",
-    "tensorboard": "tests/test_tracking.py::test_hpo_tensorboard_serves_the_scalars_and_its_page_renders",
-    "slurm": "tests/test_slurm.py::test_a_job_array_finishes_the_study_through_a_requeue_and_a_cancel",
+    "dashboard": "tests/e2e/test_report.py::test_dashboard_serves_the_study_and_its_page_loads",
+    "tensorboard": "tests/e2e/test_tracking.py::test_hpo_tensorboard_serves_the_scalars_and_its_page_renders",
+    "slurm": "tests/deploy/test_slurm.py::test_a_job_array_finishes_the_study_through_a_requeue_and_a_cancel",
 }
 # The doctor on a spec `hpo init --gpu-memory` planned for a GPU (a 38M-parameter network: minutes per
 # check on this CPU) is this test's job, on bikes128.yaml, init's output for a GPU.
 GPU_SPEC_DOCTOR = (
-    "tests/test_shipped_specs.py::test_the_doctors_preflight_passes_every_shipped_spec_with_its_own_network"
+    "tests/e2e/test_shipped_specs.py::test_the_doctors_preflight_passes_every_shipped_spec_with_its_own_network"
 )
 OUTPUT_FLAGS = {"-o", "--output"}
 

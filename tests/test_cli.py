@@ -21,8 +21,8 @@ from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.urls import resolve_url
 from hpo.spec.loading import load_spec
-from tests.cli import run_cli
-from tests.service_helpers import hpo, hpo_env, write_spec
+from tests.cli import hpo_in_process, run_cli
+from tests.service_helpers import hpo_env, write_spec
 
 
 def test_version_is_printed_once_from_the_package() -> None:
@@ -105,39 +105,6 @@ def test_a_worker_stopped_while_it_starts_exits_cleanly_and_says_so(tmp_path: Pa
     assert "stopped by SIGTERM" in err and "Traceback" not in err, err
 
 
-def test_launch_on_the_default_embedded_database_runs_its_local_worker_to_the_end(tmp_path: Path) -> None:
-    """The quickstart's path: no storage given, one local worker on this machine (CPU or GPU)."""
-    spec = write_spec(tmp_path, study={"name": "local", "n_trials": 2})
-    done = subprocess.run(
-        [sys.executable, "-m", "hpo", "launch", str(spec), "--skip-doctor"],
-        env=hpo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "2/2 finished" in done.stdout and (tmp_path / "hpo.db").exists()
-    assert (tmp_path / "reports" / "local.html").exists()
-    table = done.stdout[done.stdout.rindex("\n# ") + 1 : done.stdout.index("report: ")]
-    assert max(map(len, table.splitlines())) <= 100, table  # its final table fits the terminal (100 in a pipe)
-
-
-def test_a_launch_whose_workers_all_failed_exits_nonzero_and_says_why(tmp_path: Path) -> None:
-    poison = tmp_path / "poison"
-    poison.mkdir()
-    (poison / "sitecustomize.py").write_text(
-        "import sys\nif 'worker' in sys.argv:\n    raise SystemExit('boom: this worker cannot start')\n"
-    )
-    spec = write_spec(tmp_path, study={"name": "doomed", "n_trials": 2})
-    env = {**hpo_env(), "PYTHONPATH": str(poison)}
-    url = f"sqlite:///{tmp_path / 'd.db'}"
-    done = subprocess.run(
-        [sys.executable, "-m", "hpo", "launch", str(spec), "--skip-doctor", "--storage", url],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr[-2000:]
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: all 1 local worker(s) failed (exit 1)") and "boom: this worker cannot start" in last
-    assert not (tmp_path / "reports").exists()  # no empty report
-
-
 def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, study={"name": "labels", "n_trials": 2}))
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
@@ -158,7 +125,7 @@ def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path)
     study.add_trial(
         optuna.create_trial(params={"lr": 2e-3}, distributions=dist, value=3.0, user_attrs={"fid_noise": 0.4})
     )
-    done = hpo("status", "labels", "--wide", url=url)  # every column, the table last
+    done = hpo_in_process("status", "labels", "--wide", url=url)  # every column, the table last
     assert "best classifier-FID 2.69 ± 0.35" in done.stdout  # the noise pooled over both re-scored trials
     header, _, complete, pruned, _ = done.stdout.strip().splitlines()[-5:]
     assert header.split()[:4] == ["#", "state", "classifier-FID", "val_rel@last"]

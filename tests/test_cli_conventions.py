@@ -6,9 +6,7 @@ the terminal, ``status --watch`` and ``report --open``."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -178,52 +176,6 @@ def test_status_json_is_the_study_and_one_object_per_trial(tmp_path: Path) -> No
     assert code == 0 and [s["name"] for s in json.loads(out)["studies"]] == ["crowded"]
 
 
-def test_status_watch_refreshes_until_the_study_is_finished_and_ctrl_c_ends_it_cleanly(tmp_path: Path) -> None:
-    study = new_study(tmp_path, "watched")  # n_trials 40: unfinished
-    add(study, {"lr": 1e-3}, value=2.0, curve=[1.0])
-    url = f"sqlite:///{tmp_path / 'hpo.db'}"
-    stopped = subprocess.Popen([sys.executable, "-m", "hpo", "status", "watched", "--watch", "0.2", "--json"],
-                               env=hpo_env(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    assert stopped.stdout is not None
-    frames = [json.loads(stopped.stdout.readline()) for _ in range(2)]  # one JSON object per line
-    assert all(f["study"]["finished"] == 1 and not f["study"]["done"] for f in frames)
-    stopped.send_signal(signal.SIGINT)
-    assert stopped.wait(timeout=60) == 0, stopped.stderr.read() if stopped.stderr else ""
-    finished = new_study(tmp_path, "finished")
-    for _ in range(40):
-        add(finished, {"lr": 1e-3}, value=2.0, curve=[1.0])
-    for watch in (["--watch", "0.1"], ["--watch"]):  # alone, before the study's name too: every 5 s
-        code, out, err = run_cli(["status", *watch, "finished", "--storage", url])
-        assert code == 0 and out.count("40/40 finished") == 1, err  # one frame: it was already finished
-
-
-def test_launch_and_confirm_pass_threads_and_gpus_to_their_local_workers(tmp_path: Path) -> None:
-    recorder = tmp_path / "record"
-    recorder.mkdir()
-    (recorder / "sitecustomize.py").write_text(
-        "import json, sys\nif 'worker' in sys.argv:\n"
-        f"    open({str(tmp_path / 'argv.json')!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        "    raise SystemExit('recorded')\n"
-    )
-    env = {**hpo_env(), "PYTHONPATH": str(recorder)}
-    url = f"sqlite:///{tmp_path / 'hpo.db'}"
-    spec = write_spec(tmp_path, study={"name": "threads", "n_trials": 2})
-    source = new_study(tmp_path, "source")
-    add(source, {"lr": 1e-3}, value=2.0, curve=[1.0])
-    for args in (["launch", str(spec), "--skip-doctor"], ["confirm", "source", "--top", "1", "--seeds", "1"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "hpo", *args, "--storage", url, "--workers", "2", "--threads", "1", "--gpus", "cpu"],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert done.returncode == 2 and "all 2 local worker(s) failed" in done.stderr, done.stderr[-2000:]
-    argvs = [json.loads(line) for line in (tmp_path / "argv.json").read_text().splitlines()]
-    assert len(argvs) == 4
-    for argv in argvs:
-        assert argv[argv.index("--threads") + 1] == "1" and argv[argv.index("--gpus") + 1] == "cpu", argv
-    code, _, err = run_cli(["launch", str(spec), "--storage", url, "--gpus", "0,x", "--detach"])
-    assert code == 2 and err.startswith("error: --gpus '0,x': expected 'all', 'cpu' or") and err.count("\n") == 1
-
-
 def test_confirm_json_is_the_verdict_alone_on_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     source = new_study(tmp_path, "held")
@@ -246,26 +198,3 @@ def test_confirm_json_is_the_verdict_alone_on_stdout(tmp_path: Path, monkeypatch
     assert "6/6 finished" in err
     code, text, _ = run_cli(args)
     assert code == 0 and data["verdict"] in text
-
-
-def test_report_open_opens_the_browser_or_says_there_is_none(tmp_path: Path) -> None:
-    study = new_study(tmp_path, "shown")
-    add(study, {"lr": 1e-3}, value=2.0, curve=[1.0])
-    browser = tmp_path / "browser"
-    browser.write_text(f'#!/bin/sh\necho "$1" > {tmp_path / "opened"}\n')
-    browser.chmod(0o755)
-    empty = tmp_path / "bin"
-    empty.mkdir()
-    bare = {k: v for k, v in hpo_env(f"sqlite:///{tmp_path / 'hpo.db'}").items()
-            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "TERM", "BROWSER")} | {"PATH": str(empty)}  # fmt: skip
-    for env in ({**bare, "BROWSER": str(browser)}, bare):
-        done = subprocess.run([sys.executable, "-m", "hpo", "report", "shown", "-o", "r.html", "--open"], env=env,
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert done.stdout.startswith("report: r.html\n")
-        if "BROWSER" in env:
-            assert (tmp_path / "opened").read_text().strip() == (tmp_path / "r.html").resolve().as_uri()
-            assert "opened in a browser" in done.stdout
-        else:
-            assert "no browser found on this machine; open r.html" in done.stdout
-    assert os.path.getsize(tmp_path / "r.html") > 0

@@ -4,7 +4,6 @@ and the real thing, end to end, through `hpo confirm --budgets` and a worker pro
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from hpo.service.ladder import ladder_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
-from tests.service_helpers import hpo, storage_of, study_report, write_spec
+from tests.service_helpers import storage_of, study_report, write_spec
 from tests.study_builders import add, random_params
 
 BUDGETS = [1, 2, 4, 8, 16]
@@ -107,40 +106,3 @@ def test_bad_budgets_are_one_line_naming_the_fix(text: str) -> None:
     with pytest.raises(HpoError, match=r"expected whole multiples of the study's budget from 1 to 64, e\.g\. 1,4,16"):
         parse_budgets(text)
     assert parse_budgets("16,1,4,4") == [1, 4, 16]
-
-
-@pytest.mark.slow
-def test_hpo_confirm_budgets_scores_every_rung_of_one_run_through_a_worker_process(tmp_path: Path) -> None:
-    spec = write_spec(
-        tmp_path,
-        study={"name": "lad", "n_trials": 2, "target_kimg": 2.0},
-        score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 16},
-        sampler={"name": "random", "seed": 0},
-        pruner={"name": "none"},
-        train={"kimg": 0.4, "num_evals": 2},
-    )
-    url = f"sqlite:///{tmp_path / 'hpo.db'}"
-    launched = hpo("launch", str(spec), "--skip-doctor", "--artifacts", str(tmp_path / "a"), url=url, cwd=tmp_path)
-    assert launched.returncode == 0, launched.stderr[-2000:]
-    out = hpo(
-        "confirm", "lad", "--top", "2", "--seeds", "2", "--budgets", "1,2,4", "--artifacts", str(tmp_path / "a"),
-        url=url, cwd=tmp_path, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "1× (0.4 kimg)" in out.stdout and "4× (1.6 kimg)" in out.stdout
-    companion = optuna.load_study(study_name="lad-ladder", storage=url)
-    trials = companion.get_trials()
-    assert len(trials) == 4 and all(t.state.name == "COMPLETE" for t in trials)  # 2 configurations × 2 seeds
-    for t in trials:
-        curve = t.user_attrs["curve"]
-        assert sorted(map(int, curve)) == [1, 2, 3, 4]  # one evaluation point per multiple, one run to 4×
-        assert all({"score", "copy_pixels", "copy_features", "gap"} <= set(p) for p in curve.values())
-    assert set(companion.user_attrs[FLOOR_ATTR]) >= {"score", "copy_pixels_high"}
-    assert "real held-out images" in out.stdout and "forecast at 2 kimg" in out.stdout
-    assert out.stdout.count("per doubling") == 2  # a stop verdict per configuration
-    status = hpo("status", "lad-ladder", "--wide", url=url, cwd=tmp_path)
-    assert status.returncode == 0 and "gap@last" in status.stdout and "stop" in status.stdout
-    rows = [line for line in status.stdout.splitlines() if "COMPLETE" in line]
-    assert len(rows) == 4 and all(any(w in r for w in ("improving", "plateau", "copying")) for r in rows), rows
-    page = (tmp_path / "reports" / "lad.html").read_text()
-    assert "4× (1.6 kimg)" in page and json.dumps(companion.user_attrs[LADDER])

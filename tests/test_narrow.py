@@ -13,7 +13,8 @@ import yaml
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
-from tests.service_helpers import hpo, study_report, write_spec
+from tests.cli import hpo_in_process as hpo
+from tests.service_helpers import study_report, write_spec
 from tests.study_builders import add, random_params
 
 SEARCH = {

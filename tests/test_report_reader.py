@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import optuna
-import pytest
 from optuna.trial import TrialState
 
 from hpo.analysis.record import DATA_ATTR, FLOOR_ATTR
@@ -54,7 +53,6 @@ def quickstart_sized(tmp_path: Path) -> optuna.Study:
     return study
 
 
-@pytest.mark.slow
 def test_the_quickstart_sized_report_says_what_the_study_was_and_draws_every_trial_in_one_colour(
     tmp_path: Path,
 ) -> None:

@@ -5,7 +5,6 @@ ties or fails) are built trial by trial, and their reports read and rendered in 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ from hpo.analysis.noise import Noise
 from hpo.analysis.ranking import ties_with_best
 from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of
 from hpo.service.confirm import create_companion, verdict
-from tests.browser import browse
 from tests.service_helpers import storage_of, study_report
 from tests.study_builders import add, new_study, planted_sweep, random_params
 
@@ -130,25 +128,6 @@ def test_confirmation_verdicts_say_what_the_seeds_say(
     assert v.rank_correlation is not None
     page = study_report(source, tmp_path / "c.html", artifact_dir=None).read_text()
     assert "Confirmed at full length?" in page and expected in page
-
-
-def test_reports_of_known_studies_render_in_chromium_within_the_page_width(
-    structured: optuna.Study, tmp_path: Path
-) -> None:
-    source, _ = confirmed(tmp_path, "shown", {1: [5.0, 5.1, 5.2], 2: [6.0, 6.1, 6.2], 0: [8.0, 8.1, 8.2]})
-    for study in (structured, source):
-        path = study_report(study, tmp_path / f"{study.study_name}.html", artifact_dir=None)
-        probe = path.with_name(f"probe-{path.name}")
-        measure = (
-            "<script>window.addEventListener('load',()=>setTimeout(()=>{document.body.setAttribute('data-width',"
-            "document.documentElement.scrollWidth)},500))</script></body>"
-        )
-        probe.write_text(path.read_text().replace("</body>", measure))
-        dom, log = browse(probe.as_uri(), tmp_path)
-        assert "Uncaught" not in log, log[-2000:]
-        width = int(re.search(r'data-width="(\d+)"', dom).group(1))  # type: ignore[union-attr]
-        assert width <= 1280, f"{study.study_name}: the page is {width} px wide in a 1280 px window"
-        assert dom.count('class="main-svg"') >= 2 * dom.count('class="plotly-graph-div')
 
 
 @pytest.mark.parametrize(

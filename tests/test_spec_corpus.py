@@ -226,13 +226,3 @@ def test_malformed_spec_is_one_line_naming_file_and_key_with_exit_2(
 def test_a_directory_as_the_spec_is_refused(tmp_path: Path) -> None:
     code, _, err = run_cli(["launch", str(tmp_path), "--storage", f"sqlite:///{tmp_path / 'x.db'}"])
     assert code == 2 and err.startswith(f"error: {tmp_path}: spec: is a directory") and err.count("\n") == 1
-
-
-def test_a_legacy_key_beside_its_new_home_is_one_line_through_a_real_process(tmp_path: Path) -> None:
-    from tests.service_helpers import hpo
-
-    spec = write_case(tmp_path, setting("train", "ddim_eta", 0.5))
-    done = hpo("launch", str(spec), "--detach", url=f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.startswith(f"error: {spec}: train.ddim_eta: is also set as sampling.eta; keep one")
-    assert done.stderr.count("\n") == 1 and not (tmp_path / "x.db").exists()

@@ -19,7 +19,7 @@ from hpo.service.trials import best_own, own_trials
 from hpo.service.warm_start import warm_start
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import Spec
-from tests.service_helpers import hpo, write_spec
+from tests.service_helpers import write_spec
 from tests.study_builders import add
 
 SEARCH = {
@@ -109,35 +109,6 @@ def test_a_study_scored_differently_is_refused_in_one_line(tmp_path: Path) -> No
     with pytest.raises(HpoError, match="differs in its score: section; its values are not comparable"):
         warm_start(target, spec, source, load_spec(tmp_path / "source.yaml"))
     assert target.get_trials() == []
-
-
-def test_warm_start_through_the_cli_names_what_it_carried_and_refuses_a_missing_study(tmp_path: Path) -> None:
-    planted_source(tmp_path)
-    url = f"sqlite:///{tmp_path / 'hpo.db'}"
-    raw = {"study": {"name": "next", "n_trials": 6}, "search": NEXT_SEARCH, "train": {"batch_size": 32}}
-    path = write_spec(tmp_path, "next.yaml", **raw)
-    missing = hpo("launch", str(path), "--warm-start", "nope", "--workers", "0", "--detach", "--skip-doctor",
-                  url=url, cwd=tmp_path)  # fmt: skip
-    assert missing.returncode != 0 and "Traceback" not in missing.stderr
-    assert "no study named 'nope'" in missing.stderr and missing.stderr.count("\n") == 1
-    assert "next" not in optuna.get_all_study_names(open_storage(url))  # nothing created
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    none = hpo("launch", str(path), "--warm-start", "source", "--workers", "0", "--detach", "--skip-doctor",
-               url=f"sqlite:///{fresh / 'new.db'}", cwd=fresh)  # fmt: skip
-    assert none.returncode != 0 and none.stderr.count("\n") == 1 and "(no database there yet)" in none.stderr
-    assert list(fresh.iterdir()) == []  # no database created
-    done = hpo("launch", str(path), "--warm-start", "source", "--workers", "0", "--detach", "--skip-doctor",
-               url=url, cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "warm start from 'source': 5 finished trial(s) carried" in done.stdout
-    assert "not carried: 1 had lr outside the new range; 1 failed (no value to carry)" in done.stdout
-    status = hpo("status", "next", url=url, cwd=tmp_path)
-    assert status.returncode == 0 and "0/6" in status.stdout, status.stdout
-    assert "warm-started: 5 trial(s) of 'source' informed the sampler and pruner" in status.stdout
-    report = hpo("report", "next", "-o", str(tmp_path / "next.html"), url=url, cwd=tmp_path)
-    assert report.returncode == 0, report.stderr
-    assert "5 trial(s) of &#x27;source&#x27; informed the sampler" in (tmp_path / "next.html").read_text()
 
 
 def test_baselines_the_source_measured_are_not_run_again_unless_the_settings_changed(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ ranking carries over — on planted grids, and end to end through a worker proce
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
 from hpo.service.width_ladder import create_width_companion, lr_grid, parse_widths, width_verdict, widths_of
 from hpo.spec.loading import load_spec
-from tests.service_helpers import hpo, write_spec
+from tests.service_helpers import write_spec
 from tests.study_builders import add, random_params
 
 
@@ -109,34 +108,3 @@ def test_widths_and_lr_grid_are_what_the_ladder_trains() -> None:
     assert lr_grid(1e-3, 5) == [0.00025, 0.0005, 0.001, 0.002, 0.004]
     with pytest.raises(HpoError, match="some twice"):
         widths_of(8, [0.25, 0.5])
-
-
-@pytest.mark.slow
-def test_hpo_confirm_widths_trains_each_width_and_lr_through_a_worker_and_reports_the_transfer(tmp_path: Path) -> None:
-    spec = write_spec(
-        tmp_path, study={"name": "wid", "n_trials": 1}, sampler={"name": "random", "seed": 0}, pruner={"name": "none"},
-        train={"kimg": 0.4, "num_evals": 1},
-        score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 16},
-    )  # fmt: skip
-    url = f"sqlite:///{tmp_path / 'hpo.db'}"
-    launched = hpo("launch", str(spec), "--skip-doctor", "--artifacts", str(tmp_path / "a"), url=url, cwd=tmp_path)
-    assert launched.returncode == 0, launched.stderr[-2000:]
-    out = hpo(
-        "confirm", "wid", "--widths", "1,2", "--lrs", "3", "--top", "1", "--seeds", "1",
-        "--artifacts", str(tmp_path / "a"), url=url, cwd=tmp_path, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    companion = optuna.load_study(study_name="wid-widths", storage=url)
-    trials = companion.get_trials()
-    assert len(trials) == 6 and all(t.state.name in ("COMPLETE", "PRUNED") for t in trials)
-    assert sorted({t.params["base_channels"] for t in trials}) == [8, 16]  # the tiny spec's 8 channels, ×1 and ×2
-    assert "lr ∝ width^" in out.stdout and "tied lrs" in out.stdout, out.stdout
-    page = (tmp_path / "reports" / "wid.html").read_text()
-    assert "Does the learning rate hold on a wider network?" in page and "against lr per width" in page
-    again = hpo("confirm", "wid", "--widths", "1,2", "--lrs", "3", "--top", "1", "--seeds", "1", "--json",
-                "--workers", "0", url=url, cwd=tmp_path)  # fmt: skip
-    assert again.returncode == 0, again.stderr[-2000:]
-    data = json.loads(again.stdout)
-    assert data["companion"] == "wid-widths" and data["finished"] == data["expected"] == 6
-    (config,) = data["configurations"]
-    assert [o["width"] for o in config["optima"]] == [8, 16] and config["state"] in ("holds", "drifts", "undetermined")

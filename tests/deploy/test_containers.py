@@ -18,8 +18,7 @@ import yaml
 from tests.pg import PASSWORD, free_port
 from tests.service_helpers import dashboard_study_names, hpo_env, poll_json, write_spec
 
-ROOT = Path(__file__).parent.parent
-pytestmark = pytest.mark.slow
+ROOT = Path(__file__).parent.parent.parent
 
 
 def tool(name: str) -> str:

@@ -35,7 +35,6 @@ from hpo.spec.loading import load_spec
 from hpo.training.data import load_data
 from tests.service_helpers import SHARED_CACHE, write_spec
 
-pytestmark = pytest.mark.slow
 STANDIN_SHA256 = "7ff4a85c3a6378f0dfc8433ffd789663b01176bec0a683a435651739c091fa34"  # default_1.pt as shipped
 
 

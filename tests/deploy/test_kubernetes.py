@@ -22,7 +22,7 @@ from typer.exceptions import TyperException
 from hpo.spec.loading import load_spec
 from tests.doc_commands import SHELL_PUNCTUATION, parse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 SHIPPED_SPEC = ROOT / "search_spaces" / "bikes.yaml"
 # The oldest version the manifests and docs/kubernetes.md's resize rely on (elastic Indexed Jobs are

@@ -23,7 +23,6 @@ from tests.pg import free_port
 from tests.report_study import build_study
 from tests.service_helpers import dashboard_study_names, hpo, hpo_env, study_report, write_spec
 
-pytestmark = pytest.mark.slow
 HOSTILE = "<script>alert(1)</script>"
 
 

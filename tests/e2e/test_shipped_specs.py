@@ -15,7 +15,7 @@ from hpo.doctor.run import run_doctor
 from hpo.spec.spec import spec_from_dict
 from hpo.training.shapes import render_shapes
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 SHIPPED = sorted((ROOT / "search_spaces").glob("*.yaml"))
 CPU_IMAGE_SIZE = {"bikes.yaml": 16, "bikes128.yaml": 32}  # the same UNets (35.7M, 38.4M) on smaller photos; 32 keeps
 # bikes128's lowest level at 2x2 (at 1x1 its group norms see one value and pass no gradient)
@@ -39,7 +39,6 @@ def cpu_version(path: Path, tmp_path: Path) -> dict[str, Any]:
     return raw
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_the_doctors_preflight_passes_every_shipped_spec_with_its_own_network(path: Path, tmp_path: Path) -> None:
     spec = spec_from_dict(cpu_version(path, tmp_path), file=path.name)

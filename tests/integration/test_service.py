@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 
 from hpo.service.storage import open_storage
@@ -17,8 +16,6 @@ from hpo.service.urls import resolve_url
 from hpo.spec.loading import load_spec
 from tests.pg import PASSWORD
 from tests.service_helpers import hpo, start_worker, write_spec
-
-pytestmark = pytest.mark.slow
 
 
 def launch(spec: Path, url: str, folder: Path) -> optuna.Study:

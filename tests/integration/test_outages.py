@@ -26,7 +26,6 @@ from hpo.service.urls import resolve_url
 from tests.pg import PASSWORD, PgServer
 from tests.service_helpers import hpo, start_worker, storage_of, write_spec
 
-pytestmark = pytest.mark.slow
 LONG = {"kimg": 4.8, "num_evals": 6, "batch_size": 16}  # ~300 steps: long enough to be mid-trial
 ONE = {"lr": {"type": "float", "low": 1e-3, "high": 2e-3}}
 

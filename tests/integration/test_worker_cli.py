@@ -166,7 +166,6 @@ def test_an_oom_with_shared_gpus_names_per_gpu_and_the_doctor() -> None:
     assert "hpo doctor SPEC --per-gpu 3" in oom_detail(64, 3)
 
 
-@pytest.mark.slow
 def test_per_gpu_on_the_cpu_runs_two_worker_processes_that_share_one_study(pg_url: str, tmp_path: Path) -> None:
     from tests.service_helpers import hpo, write_spec
 

@@ -31,8 +31,6 @@ from tests.pg import free_port
 from tests.service_helpers import hpo_env, poll_json, write_spec
 from tests.tensorboard_records import records, scalar
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path]:
