@@ -5,10 +5,6 @@ all failed."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +18,7 @@ from hpo.service.study import create_or_resume
 from hpo.service.urls import resolve_url
 from hpo.spec.loading import load_spec
 from tests.cli import hpo_in_process, run_cli
-from tests.service_helpers import hpo_env, write_spec
+from tests.service_helpers import write_spec
 
 
 def test_version_is_printed_once_from_the_package() -> None:
@@ -90,19 +86,6 @@ def test_hpo_train_from_a_trial_reproduces_its_parameters(tmp_path: Path, monkey
     for wrong, message in (("source", "expected STUDY:TRIAL"), ("source:7", "has no trial 7"), ("nope:0", "no study")):
         code, _, err = run_cli(["train", "--from", wrong, "--storage", url])
         assert code == 2 and message in err and err.count("\n") == 1
-
-
-def test_a_worker_stopped_while_it_starts_exits_cleanly_and_says_so(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'hpo.db'}"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "hpo", "worker", "--exit-when-idle", "--threads", "1"],
-        env=hpo_env(url), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    time.sleep(1.5)  # inside start-up: imports, storage
-    worker.send_signal(signal.SIGTERM)
-    _, err = worker.communicate(timeout=60)
-    assert worker.returncode == 0, err
-    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
 
 
 def test_status_labels_the_score_and_the_validation_metric_apart(tmp_path: Path) -> None:

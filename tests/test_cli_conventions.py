@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from hpo.service.confirm import create_companion
 from hpo.service.placement import Placement
 from hpo.training.telemetry import HardwareSummary
 from tests.cli import command, run_cli
-from tests.service_helpers import hpo_env, storage_of, write_spec
+from tests.service_helpers import storage_of, write_spec
 from tests.study_builders import add, new_study
 
 OUTPUTS = {
@@ -127,25 +125,6 @@ def crowded_study(tmp_path: Path, name: str = "crowded") -> str:
 def table_lines(out: str) -> list[str]:
     lines = out.rstrip("\n").splitlines()
     return lines[next(i for i, line in enumerate(lines) if line.startswith("#  ")) :]
-
-
-def test_the_status_table_fits_100_columns_off_a_terminal_and_wide_shows_every_column(tmp_path: Path) -> None:
-    url = crowded_study(tmp_path)
-    env = {k: v for k, v in hpo_env(url).items() if k != "COLUMNS"}  # a pipe, no $COLUMNS: 100
-
-    def status(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "hpo", "status", "crowded", *args], env=env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
-
-    fitted, wide = table_lines(status()), table_lines(status("--wide"))
-    assert max(len(line) for line in fitted) <= 100, "\n".join(fitted)
-    assert fitted[0].split()[:3] == ["#", "state", "classifier-FID"] and "more column(s) with `hpo status" in fitted[6]
-    headers = [c.header for c in trial_columns("classifier-FID", sorted(DISTS))]
-    assert all(h in wide[0] for h in headers) and max(len(line) for line in wide) > 100
-    assert "ran on" not in fitted[0] and "hardware" not in fitted[0]  # the least important go first
-    assert len(wide) == 2 + 4 and [line.split()[0] for line in fitted[2:6]] == ["0", "1", "2", "3"]
 
 
 def test_a_narrow_terminal_keeps_the_trial_its_state_and_its_score(

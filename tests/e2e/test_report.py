@@ -17,11 +17,12 @@ import pytest
 from PIL import Image
 
 from tests.browser import browse
+from tests.cli import hpo_in_process
 from tests.doc_commands import COMMANDS, RUN_ELSEWHERE, on_study
 from tests.images import write_images
 from tests.pg import free_port
 from tests.report_study import build_study
-from tests.service_helpers import dashboard_study_names, hpo, hpo_env, study_report, write_spec
+from tests.service_helpers import dashboard_study_names, hpo_env, study_report, write_spec
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -166,7 +167,7 @@ def test_every_command_the_report_suggests_succeeds_on_its_study(
         if argv[0] in SERVERS:
             continue
         assert not any(a.isupper() for a in argv), f"{command}: a placeholder, not a command"
-        done = hpo(*argv, *CHEAPER.get(argv[0], []), cwd=work, timeout=600)
+        done = hpo_in_process(*argv, *CHEAPER.get(argv[0], []), cwd=work)
         assert done.returncode == 0, f"{command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
 
 
@@ -204,7 +205,7 @@ def test_every_command_in_the_docs_runs_on_a_study(report: tuple[optuna.Study, P
                 for label in ("a", "b"):
                     write_images(work / argv[1] / label, 40, size=64, start=0 if label == "a" else 40)
             started = time.perf_counter()
-            done = hpo(*argv, *CHEAPER.get(argv[0], []), cwd=work, timeout=600)
+            done = hpo_in_process(*argv, *CHEAPER.get(argv[0], []), cwd=work)
             print(f"{time.perf_counter() - started:5.1f} s  {doc.name}:{line}: hpo {shlex.join(argv)}")
             where = f"{doc.name}:{line}: hpo {shlex.join(args)}\n  ran as hpo {shlex.join(argv)}"
             assert done.returncode == 0, f"{where}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"

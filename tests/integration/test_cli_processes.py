@@ -9,11 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from hpo.commands.status import trial_columns
 from tests.cli import run_cli
 from tests.service_helpers import hpo_env, write_spec
 from tests.study_builders import add, new_study
+from tests.test_cli_conventions import DISTS, crowded_study, table_lines
 
 
 def test_launch_on_the_default_embedded_database_runs_its_local_worker_to_the_end(tmp_path: Path) -> None:
@@ -116,3 +119,35 @@ def test_report_open_opens_the_browser_or_says_there_is_none(tmp_path: Path) -> 
         else:
             assert "no browser found on this machine; open r.html" in done.stdout
     assert os.path.getsize(tmp_path / "r.html") > 0
+
+
+def test_a_worker_stopped_while_it_starts_exits_cleanly_and_says_so(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hpo", "worker", "--exit-when-idle", "--threads", "1"],
+        env=hpo_env(url), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)  # inside start-up: imports, storage
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
+
+
+def test_the_status_table_fits_100_columns_off_a_terminal_and_wide_shows_every_column(tmp_path: Path) -> None:
+    url = crowded_study(tmp_path)
+    env = {k: v for k, v in hpo_env(url).items() if k != "COLUMNS"}  # a pipe, no $COLUMNS: 100
+
+    def status(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "hpo", "status", "crowded", *args], env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    fitted, wide = table_lines(status()), table_lines(status("--wide"))
+    assert max(len(line) for line in fitted) <= 100, "\n".join(fitted)
+    assert fitted[0].split()[:3] == ["#", "state", "classifier-FID"] and "more column(s) with `hpo status" in fitted[6]
+    headers = [c.header for c in trial_columns("classifier-FID", sorted(DISTS))]
+    assert all(h in wide[0] for h in headers) and max(len(line) for line in wide) > 100
+    assert "ran on" not in fitted[0] and "hardware" not in fitted[0]  # the least important go first
+    assert len(wide) == 2 + 4 and [line.split()[0] for line in fitted[2:6]] == ["0", "1", "2", "3"]
