@@ -13,15 +13,16 @@ import pytest
 ROOT = Path(__file__).parent.parent / "hpo"
 BELOW = {
     "errors": set(),
-    "spec": {"errors"},
-    "analysis": {"spec", "errors"},
-    "diffusion": {"errors"},
-    "training": {"spec", "analysis", "diffusion", "errors"},
-    "tracking": {"spec", "training", "diffusion", "errors"},
-    "scoring": {"spec", "diffusion", "training", "analysis", "errors"},
-    "doctor": {"spec", "diffusion", "training", "errors"},
-    "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors"},
-    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors"},
+    "files": set(),
+    "spec": {"errors", "files"},
+    "analysis": {"spec", "errors", "files"},
+    "diffusion": {"errors", "files"},
+    "training": {"spec", "analysis", "diffusion", "errors", "files"},
+    "tracking": {"spec", "training", "diffusion", "errors", "files"},
+    "scoring": {"spec", "diffusion", "training", "analysis", "errors", "files"},
+    "doctor": {"spec", "diffusion", "training", "errors", "files"},
+    "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors", "files"},
+    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
 }
 TOP = {"commands", "cli", "__main__"}  # may import everything
 
