@@ -22,11 +22,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.record import TrialRecord
 from hpo.commands.json_out import json_safe
+from hpo.files import atomic_write
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.spec import spec_from_dict
-from hpo.training.checkpoint import atomic_write
 
 ROOT = Path(__file__).parent.parent
 DIGITS: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "digits.yaml").read_text())

@@ -29,8 +29,9 @@ import torch
 
 from benchmarks.common import DIGITS, draw_configurations, quiet, write_result
 from hpo.analysis.noise import Noise, pair_sd, pooled
+from hpo.analysis.sweep import SweepResult, best_ema_by_guidance, ema_sentence
 from hpo.scoring.score import make_scorer, score
-from hpo.scoring.sweep import SweepResult, best_ema_by_guidance, ema_sentence, run_sweep
+from hpo.scoring.sweep import run_sweep
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.sampling import SamplingConfig, build_sweep
 from hpo.training.data import ImageData, load_data

@@ -21,10 +21,11 @@ from typing import Any
 import torch
 
 from benchmarks.common import quiet, write_result
+from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.stopping import Point, copy_onset
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.scoring.features import classifier_extractor
-from hpo.scoring.progress import ProgressProbe, copy_floor_of
+from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.reference import reference_stats
 from hpo.scoring.score import Scorer
 from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig

@@ -10,7 +10,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from hpo.scoring.sweep import ComboScore
+from hpo.analysis.sweep import ComboScore
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec

@@ -15,11 +15,11 @@ import pytest
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
+from hpo.analysis.hardware import HardwareSummary
+from hpo.analysis.placement import Placement
 from hpo.cli import Group
 from hpo.commands.status import trial_columns
 from hpo.service.confirm import create_companion
-from hpo.service.placement import Placement
-from hpo.training.telemetry import HardwareSummary
 from tests.cli import command, run_cli
 from tests.service_helpers import storage_of, write_spec
 from tests.study_builders import add, new_study

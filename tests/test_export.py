@@ -217,7 +217,7 @@ def test_sample_refuses_a_folder_that_is_not_an_export(tmp_path: Path) -> None:
 
 
 def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
-    from hpo.training.checkpoint import atomic_write
+    from hpo.files import atomic_write
 
     target = tmp_path / "ema.safetensors"
     target.write_text("old weights")

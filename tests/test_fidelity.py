@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hpo.analysis.progress import fidelity_text
 from hpo.scoring.fidelity import RealManifold, matched_reference, precision_recall
-from hpo.scoring.progress import fidelity_text
 
 RNG = np.random.default_rng(0)
 REAL = RNG.normal(size=(400, 16))

@@ -1,9 +1,11 @@
 """The layering holds: each subpackage imports only the layers below it, read from the source (every
-import, also inside functions) and checked at run time (importing a layer pulls in nothing above)."""
+import, also inside functions) and checked at run time (importing a layer pulls in nothing above,
+and the read commands pull in no torch)."""
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,15 +15,16 @@ import pytest
 ROOT = Path(__file__).parent.parent / "hpo"
 BELOW = {
     "errors": set(),
-    "spec": {"errors"},
-    "analysis": {"spec", "errors"},
-    "diffusion": {"errors"},
-    "training": {"spec", "analysis", "diffusion", "errors"},
-    "tracking": {"spec", "training", "diffusion", "errors"},
-    "scoring": {"spec", "diffusion", "training", "analysis", "errors"},
-    "doctor": {"spec", "diffusion", "training", "errors"},
-    "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors"},
-    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors"},
+    "files": set(),
+    "spec": {"errors", "files"},
+    "analysis": {"spec", "errors", "files"},
+    "diffusion": {"errors", "files"},
+    "training": {"spec", "analysis", "diffusion", "errors", "files"},
+    "tracking": {"spec", "training", "diffusion", "errors", "files"},
+    "scoring": {"spec", "diffusion", "training", "analysis", "errors", "files"},
+    "doctor": {"spec", "diffusion", "training", "errors", "files"},
+    "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors", "files"},
+    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
 }
 TOP = {"commands", "cli", "__main__"}  # may import everything
 
@@ -75,3 +78,37 @@ def test_importing_the_lower_layers_pulls_in_no_command_cli_or_report() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout
+
+
+HEAVY = ("torch", "torchvision", "hpo.training", "hpo.diffusion")
+READ_COMMANDS = [
+    "hpo.cli",  # imports each command's module inside its function
+    "hpo.commands.status",
+    "hpo.commands.narrow",
+    "hpo.commands.report",
+    "hpo.commands.export",  # reads the trial without torch; imports it where it reads and writes weights
+    "hpo.service.study",  # find_trial: STUDY[:TRIAL] → the trial, for export and sample
+]
+
+
+def heavy_modules_after_import(modules: list[str]) -> list[str]:
+    """Which of :data:`HEAVY` a fresh interpreter holds after importing ``modules`` (from this checkout)."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        f"print(json.dumps([h for h in {HEAVY!r} if any(m == h or m.startswith(h + '.') for m in sys.modules)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_read_commands_import_no_torch() -> None:
+    """hpo status, narrow, report and export's reading of a trial start in a second, not the four
+    that torch and the training code take to import."""
+    assert heavy_modules_after_import(READ_COMMANDS) == []
+
+
+def test_the_torch_check_finds_torch_where_it_is_imported() -> None:
+    assert {"torch", "hpo.training"} <= set(heavy_modules_after_import(["hpo.training.data"]))

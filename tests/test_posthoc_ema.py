@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpo.scoring.sweep import ComboScore, SweepResult, ema_sentence, sweep_table
+from hpo.analysis.sweep import ComboScore, SweepResult, ema_sentence, sweep_table
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint
 from hpo.training.data import ImageData

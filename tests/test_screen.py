@@ -15,13 +15,14 @@ import torch
 import yaml
 from cleanfid.fid import frechet_distance
 
+from hpo.analysis.sweep import ComboScore
 from hpo.doctor.run import sample_counts
 from hpo.scoring import sweep as sweep_module
 from hpo.scoring.distance import Reference, frechet, kid
 from hpo.scoring.features import FeatureExtractor
 from hpo.scoring.reference import ReferenceStats
 from hpo.scoring.score import SampleFeatures, Scorer, make_scorer, sample_features, scores_of
-from hpo.scoring.sweep import ComboScore, run_sweep
+from hpo.scoring.sweep import run_sweep
 from hpo.spec.config import ScoreConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import spec_from_dict

@@ -12,11 +12,12 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
+from hpo.analysis.sweep import ComboScore
 from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
 from hpo.scoring.score import Scorer, make_scorer
-from hpo.scoring.sweep import ComboScore, run_sweep
+from hpo.scoring.sweep import run_sweep
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping

@@ -11,16 +11,9 @@ from typing import Any
 import pytest
 import torch
 
+from hpo.analysis.hardware import HardwareSummary, hardware_of, rss_leak
 from hpo.training.data import ImageData
-from hpo.training.telemetry import (
-    Hardware,
-    HardwareSummary,
-    Telemetry,
-    hardware_of,
-    rss_leak,
-    rss_mb,
-    summarise_hardware,
-)
+from hpo.training.telemetry import Hardware, Telemetry, rss_mb, summarise_hardware
 from hpo.training.trainer import SyncPoint, Trainer, train
 from tests.conftest import tiny_config
 

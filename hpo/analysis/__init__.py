@@ -1,1 +1,3 @@
-"""The read side: what a study's runs conclude (pure functions of their scores; no storage, no torch)."""
+"""The read side: what a study's runs conclude (pure functions of their scores; no storage, no torch),
+and the records its trials store with what is said about them (what ``hpo status``, ``narrow`` and
+``report`` read without importing torch)."""

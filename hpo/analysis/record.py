@@ -234,7 +234,7 @@ class TrialRecord(_Stored):
 
     @property
     def fidelity(self) -> dict[str, float]:
-        """Precision, recall and class accuracy, where stored (``scoring.progress.fidelity_text`` reads them)."""
+        """Precision, recall and class accuracy, where stored (``analysis.progress.fidelity_text`` reads them)."""
         return {k: v for k in FIDELITY_KEYS if (v := _number(self.attrs.get(k))) is not None}
 
     def without_ending(self) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """``hpo export STUDY[:TRIAL] -o DIR``: a trained trial to take away: its EMA weights
 (``ema.safetensors``), a spec that retrains exactly it (``spec.yaml``, for ``hpo train``) and its
-best sampling settings with where they came from (``sampling.json``)."""
+best sampling settings with where they came from (``sampling.json``). Reading the trial needs no
+torch: it is imported where the weights are read and written and the network is described."""
 
 from __future__ import annotations
 
@@ -8,27 +9,26 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
-import torch
 import yaml
 from optuna.trial import FrozenTrial, TrialState
-from safetensors.torch import load_file, save_file
 
 from hpo.analysis.record import StudyRecord, TrialRecord
-from hpo.commands.train import find_trial
-from hpo.diffusion.network import NetInfo
 from hpo.errors import HpoError
-from hpo.service.context import artifact_file
-from hpo.service.study import require_spec
+from hpo.files import atomic_write
+from hpo.service.names import artifact_file
+from hpo.service.study import find_trial, require_spec
 from hpo.service.trials import fail_reason
 from hpo.spec.loading import load_spec, set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import Spec, spec_from_dict
-from hpo.training.checkpoint import atomic_write, load_checkpoint
-from hpo.training.data import load_data
-from hpo.training.model import info_for, net_info
+
+if TYPE_CHECKING:
+    import torch
+
+    from hpo.diffusion.network import NetInfo
 
 WEIGHTS, SPEC, SAMPLING = "ema.safetensors", "spec.yaml", "sampling.json"
 
@@ -94,6 +94,9 @@ def fixed_spec(spec: Spec, params: dict[str, Any], sampling: SamplingConfig) -> 
 
 def network_info(study: optuna.Study, spec: Spec) -> NetInfo:
     """From the data summary the workers store on the study; studies without one load the data."""
+    from hpo.training.data import load_data  # torch
+    from hpo.training.model import info_for, net_info
+
     facts = StudyRecord.of(study).data
     if not facts:
         return net_info(spec.train, load_data(spec.data))
@@ -111,6 +114,10 @@ def check_empty(out: Path) -> None:
 
 def run_export(source: str, out: Path, *, storage: str | None, artifacts: Path) -> list[Path]:
     """Write the three files into ``out`` (absent or empty); their paths."""
+    from safetensors.torch import save_file  # torch
+
+    from hpo.training.checkpoint import load_checkpoint
+
     check_empty(out)
     winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}")
     state = {k: v.contiguous() for k, v in load_checkpoint(weights).items()}
@@ -137,6 +144,10 @@ def exported_settings(winner: Winner) -> dict[str, Any]:
 
 def read_export(folder: Path) -> tuple[Winner, dict[str, torch.Tensor]]:
     """An exported folder → the winner and its EMA weights (on the CPU)."""
+    from safetensors.torch import load_file  # torch
+
+    from hpo.diffusion.network import NetInfo
+
     missing = [f for f in (WEIGHTS, SPEC, SAMPLING) if not (folder / f).is_file()]
     if missing:
         raise HpoError(

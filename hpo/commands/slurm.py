@@ -22,11 +22,11 @@ from pathlib import Path
 import typer
 
 from hpo.errors import HpoError
+from hpo.files import atomic_write
 from hpo.service.names import DEFAULT_ARTIFACTS, path_component
 from hpo.service.storage import open_storage
 from hpo.service.study import load, progress, require_spec
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact
-from hpo.training.checkpoint import atomic_write
 
 SLURM_DIR = Path(".hpo/slurm")
 

@@ -13,17 +13,17 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.hardware import HardwareSummary, hardware_of
 from hpo.analysis.noise import noise_of
+from hpo.analysis.placement import Placement
+from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
-from hpo.scoring.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
-from hpo.service.placement import Placement
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
-from hpo.training.telemetry import HardwareSummary, hardware_of
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:

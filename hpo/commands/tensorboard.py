@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from hpo.errors import HpoError
-from hpo.service.context import tensorboard_root
-from hpo.service.names import path_component
+from hpo.service.names import path_component, tensorboard_root
 
 
 def log_dir(artifacts: Path, study: str | None, *, wait: bool = False) -> Path:

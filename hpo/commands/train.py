@@ -11,22 +11,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import optuna
-from optuna.trial import FrozenTrial
-
 from hpo.analysis.noise import pair_sd
+from hpo.analysis.progress import Floor, copy_floor_of, eval_point_text, fidelity_text
 from hpo.analysis.record import TrialRecord
 from hpo.analysis.stopping import points_from_curve, stop_verdict
+from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
-from hpo.scoring.progress import Floor, ProgressProbe, copy_floor_of, eval_point_text, fidelity_text
+from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import Scorer, make_scorer, preflight
-from hpo.scoring.sweep import ema_sentence, sweep_table
-from hpo.service.storage import open_storage
-from hpo.service.study import load, require_spec
-from hpo.service.trials import best_own
-from hpo.service.urls import redact, resolve_url
+from hpo.service.study import find_trial, require_spec
 from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep
@@ -55,30 +50,6 @@ def from_trial(
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
     return spec, dict(trial.params), TrialRecord.of(trial).sampling_dict
-
-
-def find_trial(
-    source: str, storage: str | None, *, what: str, need_trial: bool = False
-) -> tuple[optuna.Study, FrozenTrial]:
-    """``STUDY:TRIAL``, or ``STUDY`` alone (its best complete trial) unless ``need_trial``, → (the study,
-    the trial); ``what`` starts each error message (the flag or command and the source)."""
-    name, sep, number = source.rpartition(":")
-    if not sep:
-        name, number = source, ""
-    if not name or (sep and not number.isdigit()) or (need_trial and not sep):
-        form = "STUDY:TRIAL" if need_trial else "STUDY[:TRIAL]"
-        raise HpoError(f"{what}: expected {form}, e.g. digits-quickstart:7")
-    url = resolve_url(storage)
-    study = load(open_storage(url, must_exist=True), name, redact(url))
-    if not sep:
-        best = best_own(study)
-        if best is None:
-            raise HpoError(f"{what}: study {name!r} has no complete trial yet; `hpo status {name}` shows its trials")
-        return study, best
-    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    if int(number) not in trials:
-        raise HpoError(f"{what}: study {name!r} has no trial {number} (0..{max(trials, default=-1)})")
-    return study, trials[int(number)]
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:

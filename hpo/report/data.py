@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.analysis.noise import Noise, noise_of
 from hpo.analysis.ranking import best_first, score_of
 from hpo.analysis.record import TrialRecord
-from hpo.scoring.sweep import ComboScore, Stage
+from hpo.analysis.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims

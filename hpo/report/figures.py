@@ -15,9 +15,9 @@ from plotly.colors import qualitative
 
 from hpo.analysis.importance import Importances
 from hpo.analysis.record import PRUNING_METRIC, TrialRecord
+from hpo.analysis.sweep import ComboScore
 from hpo.report.bundle import CARTESIAN_TRACES, defer
 from hpo.report.data import SweepRows, grid_statistic, relative_sweep, sweep_grid
-from hpo.scoring.sweep import ComboScore
 
 log = logging.getLogger("hpo.report")
 STOPPED = (TrialState.PRUNED, TrialState.FAIL)

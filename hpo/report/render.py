@@ -18,12 +18,17 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.hardware import hardware_of
 from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.narrow import narrow
+from hpo.analysis.placement import Placement
+from hpo.analysis.progress import fidelity_text, floor_reading
 from hpo.analysis.ranking import ties_with_best
 from hpo.analysis.record import CONFIRMED_BY, PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import validation_trend
+from hpo.analysis.sweep import ema_sentence
 from hpo.errors import HpoError
+from hpo.files import atomic_write
 from hpo.report import figures
 from hpo.report.bundle import loader_html
 from hpo.report.companions import companion_section, next_step
@@ -42,16 +47,10 @@ from hpo.report.data import (
 )
 from hpo.report.ladder import ladder_html
 from hpo.report.widths import widths_html
-from hpo.scoring.progress import fidelity_text, floor_reading
-from hpo.scoring.sweep import ema_sentence
 from hpo.service.confirm import verdict
-from hpo.service.context import artifact_file
-from hpo.service.names import DEFAULT_ARTIFACTS, path_component
-from hpo.service.placement import Placement
+from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
-from hpo.training.checkpoint import atomic_write
-from hpo.training.telemetry import hardware_of
 
 log = logging.getLogger("hpo.report")
 MIN_SEARCH_POINTS = 3  # complete trials before the search's charts (history, slices, contour) say anything

@@ -10,32 +10,14 @@ the training set (near-duplicates in the data, very simple images) land there wi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from hpo.analysis.progress import CopyShare, Space
+
 COPY_RATIO = 1.0 / 3.0
 BOOTSTRAP_DRAWS = 1000
-Space = Literal["pixels", "features"]
-
-
-@dataclass(frozen=True)
-class CopyShare:
-    share: float  # the share of queries that copy a training image
-    low: float  # bootstrap 95 % interval
-    high: float
-    n: int  # queries it rests on
-    space: Space
-    nearest: tuple[int, ...] = ()  # index of each query's nearest training image (for showing pairs)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"share": self.share, "low": self.low, "high": self.high, "n": self.n, "space": self.space}
-
-    @property
-    def text(self) -> str:
-        return f"{100 * self.share:.1f} % (95 % interval {100 * self.low:.1f}–{100 * self.high:.1f} %, n={self.n})"
 
 
 def pixel_vectors(images: torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from hpo.analysis.record import PRUNING_METRIC, RunRecord
+from hpo.analysis.sweep import ComboScore, SweepResult
 from hpo.scoring.score import Scorer
-from hpo.scoring.sweep import ComboScore, SweepResult, run_sweep
+from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
 from hpo.training.data import ImageData
 from hpo.training.model import DiffusionModel

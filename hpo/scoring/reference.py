@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from filelock import FileLock
 
+from hpo.files import atomic_write
 from hpo.scoring.distance import Reference
 from hpo.scoring.features import FeatureExtractor, extract
-from hpo.training.checkpoint import atomic_write
 from hpo.training.data import ImageData
 
 log = logging.getLogger("hpo.scoring")

@@ -1,5 +1,6 @@
-"""What a worker holds for one study, and where a trial's files go: every path is built here from
-the study's safe path component and the trial's first-attempt number (shared with its retries)."""
+"""What a worker holds for one study, and where a trial's files go: every trial's path is built here
+from the study's safe path component and the trial's first-attempt number (shared with its retries);
+the artifact store's own layout is :mod:`hpo.service.names`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from PIL import Image
 from hpo.analysis.record import REAL_GRID_ATTR, StudyRecord
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import Scorer, make_scorer
-from hpo.service.names import path_component
+from hpo.service.names import path_component, tensorboard_root
 from hpo.service.optuna_internals import trial_id
 from hpo.service.storage import ResilientStorage
 from hpo.service.trials import root_number
@@ -77,15 +78,6 @@ class StudyContext:
 
     def tracker_dir(self) -> Path:
         return self.artifact_dir / "trackers" / path_component(self.name)
-
-
-def artifact_file(artifact_dir: Path, artifact_id: str) -> Path:
-    """Where the file store under ``artifact_dir`` keeps an artifact (``upload``'s id)."""
-    return artifact_dir / artifact_id
-
-
-def tensorboard_root(artifact_dir: Path) -> Path:
-    return artifact_dir / "tensorboard"
 
 
 def upload(ctx: StudyContext, target: optuna.Trial | optuna.Study, path: Path) -> str:

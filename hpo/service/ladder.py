@@ -20,10 +20,10 @@ import optuna
 from optuna.trial import FrozenTrial
 from scipy.stats import spearmanr
 
+from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.record import LADDER, StudyRecord, TrialRecord
 from hpo.analysis.seeds import within_two_standard_errors
 from hpo.analysis.stopping import Forecast, Point, StopVerdict, forecast, stop_verdict
-from hpo.scoring.progress import copy_floor_of
 from hpo.service.confirm import Confirmed, confirmed_results, reading
 from hpo.service.study import require_spec
 

@@ -41,11 +41,11 @@ from hpo.analysis.record import (
     StudyRecord,
     TrialRecord,
 )  # fmt: skip
+from hpo.analysis.sweep import ComboScore
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.score import score
-from hpo.scoring.sweep import ComboScore
 from hpo.service.context import StudyContext, sample_grid, sample_strip, upload, upload_real_grid
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest

@@ -1,5 +1,6 @@
 """Studies: create or resume from a spec, the spec stored inside, sampler and pruner from it,
-and the count that ends a study at exactly ``n_trials`` however many workers run."""
+the count that ends a study at exactly ``n_trials`` however many workers run, and the trial that
+``STUDY[:TRIAL]`` names (``find_trial``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from hpo.analysis.record import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATT
 from hpo.errors import ConfigError, HpoError
 from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
-from hpo.service.trials import fail_reason, is_carried, is_retry, retry_history
+from hpo.service.storage import open_storage
+from hpo.service.trials import best_own, fail_reason, is_carried, is_retry, retry_history
+from hpo.service.urls import redact, resolve_url
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
@@ -119,6 +122,30 @@ def load(storage: RDBStorage, name: str, where: str) -> optuna.Study:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise missing from None
+
+
+def find_trial(
+    source: str, storage: str | None, *, what: str, need_trial: bool = False
+) -> tuple[optuna.Study, FrozenTrial]:
+    """``STUDY:TRIAL``, or ``STUDY`` alone (its best complete trial) unless ``need_trial``, → (the study,
+    the trial); ``what`` starts each error message (the flag or command and the source)."""
+    name, sep, number = source.rpartition(":")
+    if not sep:
+        name, number = source, ""
+    if not name or (sep and not number.isdigit()) or (need_trial and not sep):
+        form = "STUDY:TRIAL" if need_trial else "STUDY[:TRIAL]"
+        raise HpoError(f"{what}: expected {form}, e.g. digits-quickstart:7")
+    url = resolve_url(storage)
+    study = load(open_storage(url, must_exist=True), name, redact(url))
+    if not sep:
+        best = best_own(study)
+        if best is None:
+            raise HpoError(f"{what}: study {name!r} has no complete trial yet; `hpo status {name}` shows its trials")
+        return study, best
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    if int(number) not in trials:
+        raise HpoError(f"{what}: study {name!r} has no trial {number} (0..{max(trials, default=-1)})")
+    return study, trials[int(number)]
 
 
 def _differences(existing: optuna.Study, spec: Spec) -> list[str]:

@@ -12,10 +12,10 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.hardware import hardware_of, rss_leak
 from hpo.analysis.ranking import best_first
 from hpo.analysis.record import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.service.optuna_internals import frozen
-from hpo.training.telemetry import hardware_of, rss_leak
 
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",

@@ -20,7 +20,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.record import CONFIRM_OF, WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
 from hpo.analysis.transfer import Transfer, TransferRun, transfer
-from hpo.diffusion.unet import scaled_channels
 from hpo.errors import HpoError
 from hpo.service.confirm import (
     Confirmed,
@@ -60,6 +59,8 @@ def lr_grid(lr: float, count: int) -> list[float]:
 
 def widths_of(base_channels: int, factors: list[float]) -> list[int]:
     """Base channels at each multiple (:func:`~hpo.diffusion.unet.scaled_channels`), each once."""
+    from hpo.diffusion.unet import scaled_channels  # torch: only creating a ladder needs it, not reading one
+
     widths = [scaled_channels(base_channels, f) for f in factors]
     if len(set(widths)) != len(widths):
         raise HpoError(

@@ -30,7 +30,7 @@ from hpo.service.db_errors import is_storage_error
 from hpo.service.names import DEFAULT_ARTIFACTS
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.optuna_internals import trial_id
-from hpo.service.placement import Placement
+from hpo.service.placement import placement_here
 from hpo.service.pruning import make_pruner
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
@@ -86,7 +86,7 @@ class Worker:
         self.objective = objective
         self.on_study_done = on_study_done
         self.device = resolve_device(opts.device)
-        self.placement = Placement.here(self.device, opts.worker_index)
+        self.placement = placement_here(self.device, opts.worker_index)
         self.contexts: dict[str, tuple[StudyContext, optuna.Study, ResilientStorage]] = {}
         self.trials_run = 0
         self.stopping = False

@@ -5,25 +5,12 @@ Saved atomically (temporary file + rename) and loaded with ``weights_only=True``
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-
-def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
-    """``write`` a temporary file beside ``path`` (with its suffix), then rename it over ``path``:
-    readers never see half a file, and two writers (each its own pid) never mix theirs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+from hpo.files import atomic_write
 
 
 def atomic_save(obj: object, path: Path) -> None:

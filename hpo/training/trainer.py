@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from hpo.analysis.hardware import HardwareSummary
 from hpo.diffusion.losses import diffusion_loss
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.spec.config import TrainConfig
@@ -28,7 +29,7 @@ from hpo.training.model import DiffusionModel, build_network, count_parameters, 
 from hpo.training.mup import param_groups
 from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
-from hpo.training.telemetry import Hardware, HardwareSummary, Nvml, Telemetry, rss_mb, summarise_hardware
+from hpo.training.telemetry import Hardware, Nvml, Telemetry, rss_mb, summarise_hardware
 from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
 
 log = logging.getLogger("hpo.train")

@@ -8,10 +8,11 @@ import optuna
 import pytest
 import torch
 
+from hpo.analysis.placement import Placement
 from hpo.analysis.record import TrialRecord
 from hpo.commands.worker import Slot, local_gpus, parse_gpus, worker_argv, worker_slots
 from hpo.errors import HpoError
-from hpo.service.placement import Placement, host_gpu_id
+from hpo.service.placement import host_gpu_id, placement_here
 from hpo.service.storage import open_storage
 from hpo.service.urls import resolve_url
 from hpo.service.worker import WorkerOptions
@@ -58,7 +59,7 @@ def worker_pid(log: str) -> int:
 def test_a_process_names_the_host_gpu_it_was_given() -> None:
     assert host_gpu_id(0, "2,3") == "2" and host_gpu_id(1, "2,3") == "3"
     assert host_gpu_id(1, None) == "1" and host_gpu_id(0, "GPU-8f1c") == "GPU-8f1c"
-    cpu = Placement.here(torch.device("cpu"), 3)
+    cpu = placement_here(torch.device("cpu"), 3)
     assert cpu.cell() == f"{socket.gethostname()}/w3 cpu" and cpu.gpu is None
     assert Placement.from_dict(cpu.as_dict()) == cpu and Placement.from_dict(None) is None
 

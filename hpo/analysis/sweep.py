@@ -1,0 +1,146 @@
+"""A sampling sweep's scores as a trial stores them, read back (:func:`hpo.scoring.sweep.run_sweep`
+measures them): one score per combination and stage, the sweep as a table, and which EMA length won
+at each guidance scale."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hpo.spec.sampling import SamplingConfig, ScreenBy
+
+Stage = Literal["screen", "full"]
+
+
+@dataclass(frozen=True)
+class ComboScore:
+    sampling: SamplingConfig
+    stage: Stage  # screen: a first look at screen_samples; full: at score.num_samples (comparable)
+    num_samples: int
+    score: float  # the score's metric (FID, or classifier-FID with score.features: classifier); stored as 'fid'
+    kid: float
+    class_accuracy: float | None
+    seconds: float
+    precision: float | None = None  # fidelity: share of samples inside the real images' manifold
+    recall: float | None = None  # diversity: share of real images inside the samples' manifold
+    rank_deficient: bool = False  # fewer samples than feature dimensions: this FID is biased by spread
+    ranked_by: ScreenBy = "fid"  # the statistic this stage compares combinations by
+    pca_fid: float | None = None  # FID in the reference's top principal components (screen_by: pca)
+
+    @property
+    def rank_value(self) -> float:
+        """The number this stage ranks by (lower is better)."""
+        if self.ranked_by == "pca" and self.pca_fid is not None:
+            return self.pca_fid
+        return self.kid if self.ranked_by == "kid" else self.score
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.sampling.as_dict(),
+            "stage": self.stage,
+            "num_samples": self.num_samples,
+            "fid": self.score,  # the stored key stays "fid": studies already stored keep loading
+            "kid": self.kid,
+            "class_accuracy": self.class_accuracy,
+            "seconds": round(self.seconds, 3),
+            "precision": self.precision,
+            "recall": self.recall,
+            "rank_deficient": self.rank_deficient,
+            "ranked_by": self.ranked_by,
+            "pca_fid": self.pca_fid,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ComboScore:
+        accuracy = d.get("class_accuracy")
+        precision, recall = d.get("precision"), d.get("recall")
+        return cls(
+            SamplingConfig.from_dict(d),
+            d["stage"],
+            int(d["num_samples"]),
+            float(d["fid"]),
+            float(d["kid"]),
+            None if accuracy is None else float(accuracy),
+            float(d.get("seconds", 0.0)),
+            None if precision is None else float(precision),
+            None if recall is None else float(recall),
+            bool(d.get("rank_deficient", False)),
+            stored_ranking(d.get("ranked_by")),
+            None if d.get("pca_fid") is None else float(d["pca_fid"]),
+        )
+
+
+@dataclass
+class SweepResult:
+    scores: list[ComboScore] = field(default_factory=list)  # every score, screening and full
+
+    @property
+    def full(self) -> list[ComboScore]:
+        return [s for s in self.scores if s.stage == "full"]
+
+    @property
+    def best(self) -> ComboScore:
+        return min(self.full, key=lambda s: s.score)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.scores)
+
+
+SCREEN_NAMES = {"pca": "FID in the reference's top principal components", "kid": "KID", "fid": "FID"}
+
+
+def stored_ranking(raw: Any) -> ScreenBy:
+    """A stored score's ``ranked_by`` (scores stored before it was kept were ranked by FID)."""
+    return "pca" if raw == "pca" else "kid" if raw == "kid" else "fid"
+
+
+def sweep_table(result: SweepResult, metric: str) -> str:
+    """The sweep as aligned text, best full-count score marked; an EMA column when it was swept."""
+    best = result.best
+    with_ema = any(s.sampling.ema_sigma_rel is not None for s in result.scores)
+    ema_head = f" {'EMA':>5}" if with_ema else ""
+    lines = [
+        f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9} "
+        f"{'prec':>5} {'recall':>6}"
+    ]
+    for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.rank_value)):
+        mark = "  <- best" if s is best else ""
+        sigma = s.sampling.ema_sigma_rel
+        ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
+        lines.append(
+            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema} {s.stage:>6} "
+            f"{s.num_samples:7d} {s.score:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} {fraction(s.recall):>6}{mark}"
+        )
+    by = {s.ranked_by for s in result.scores if s.stage == "screen"} - {"fid"}
+    if by:
+        name = SCREEN_NAMES[by.pop()]
+        lines.append(f"screen rows are ranked by {name} (well-posed at their count); full rows by the score itself")
+    return "\n".join(lines)
+
+
+def fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def best_ema_by_guidance(scores: Sequence[ComboScore]) -> dict[float, float]:
+    """Guidance scale → the EMA length of its best score, read at the stage that scored every
+    combination (screening when there was one); empty when the EMA length was not swept."""
+    staged = [s for s in scores if s.stage == "screen"] or [s for s in scores if s.stage == "full"]
+    swept = [s for s in staged if s.sampling.ema_sigma_rel is not None]
+    best: dict[float, ComboScore] = {}
+    for s in swept:
+        w = s.sampling.guidance_scale
+        if w not in best or s.rank_value < best[w].rank_value:
+            best[w] = s
+    return {w: float(s.sampling.ema_sigma_rel or 0.0) for w, s in sorted(best.items())}
+
+
+def ema_sentence(scores: Sequence[ComboScore]) -> str | None:
+    """'EMA σ_rel 0.08 is best at guidance 1; 0.15 at guidance 3' (None without an EMA sweep)."""
+    by_guidance = best_ema_by_guidance(scores)
+    if not by_guidance:
+        return None
+    parts = [f"{sigma:g} at guidance {w:g}" for w, sigma in by_guidance.items()]
+    return f"EMA σ_rel {parts[0].replace(' at', ' is best at', 1)}" + "".join(f"; {p}" for p in parts[1:])
