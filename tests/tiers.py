@@ -59,7 +59,8 @@ def chosen_tiers(config: pytest.Config) -> set[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tiers = chosen_tiers(config)
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         tier = tier_of(item.path)
         item.user_properties.append(("tier", tier))

@@ -1,0 +1,66 @@
+"""The suite's tiers (tests/tiers.py): a folder decides a test's tier, plain pytest runs the default
+tier only, and a default-tier test that runs past the limit fails naming where it belongs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tiers import FOLDERS, TESTS, tier_of
+
+pytest_plugins = ["pytester"]
+
+PLANTED = """
+import time
+
+def test_quick():
+    pass
+
+def test_slow():
+    time.sleep(0.6)
+"""
+
+
+def planted_suite(pytester: pytest.Pytester) -> None:
+    """A copy of the layout run with the real plugin (tests/tiers.py copied in): one quick and one
+    slow test in the default tier, one test in each other tier."""
+    tests = pytester.mkpydir("tests")
+    (tests / "tiers.py").write_text((TESTS / "tiers.py").read_text())
+    (pytester.path / "conftest.py").write_text('pytest_plugins = ["tests.tiers"]\n')
+    (tests / "test_default.py").write_text(PLANTED)
+    for tier in FOLDERS:
+        folder = tests / tier
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+        (folder / f"test_{tier}.py").write_text("import time\n\ndef test_here():\n    time.sleep(0.6)\n")
+
+
+def test_every_test_file_lies_in_a_tier_folder_or_the_default_tier() -> None:
+    tiers = {tier_of(p) for p in TESTS.rglob("test_*.py")}
+    assert tiers == {"default", "integration", "e2e", "deploy"}
+    assert tier_of(TESTS / "integration" / "test_outages.py") == "integration"
+    assert tier_of(TESTS / "test_spec.py") == "default"
+
+
+def test_plain_pytest_runs_the_default_tier_and_fails_a_test_past_the_limit(pytester: pytest.Pytester) -> None:
+    planted_suite(pytester)
+    result = pytester.runpytest_subprocess("-o", "tier_time_limit=0.3", "tests")
+    result.assert_outcomes(passed=1, failed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        ["*test_slow: call took 0.* s, over the default tier's 0.3 s: make it cheaper or move*"]
+    )
+
+
+def test_tier_all_runs_every_folder_and_only_the_default_tier_has_a_limit(pytester: pytest.Pytester) -> None:
+    planted_suite(pytester)
+    result = pytester.runpytest_subprocess("-o", "tier_time_limit=0.3", "--tier", "all", "tests")
+    result.assert_outcomes(passed=4, failed=1)  # the other tiers' 0.6 s tests pass
+    named = pytester.runpytest_subprocess("-o", "tier_time_limit=0.3", "tests/e2e")
+    named.assert_outcomes(passed=1)  # a path inside a tier's folder selects that tier by itself
+    wrong = pytester.runpytest_subprocess("--tier", "nightly", "tests")
+    assert wrong.ret != 0 and "unknown tier ['nightly']" in wrong.stderr.str()
+
+
+def test_the_repository_layout_has_the_three_tier_folders() -> None:
+    assert all((Path(folder) / "__init__.py").exists() for folder in FOLDERS.values())
