@@ -98,6 +98,19 @@ class ResilientStorage(RDBStorage):
         self._beat_failing: dict[int, tuple[float, float]] = {}  # trial id: (failing since, last said)
         event.listen(self.engine, "invalidate", self._on_connection_lost)
 
+    def __getstate__(self) -> dict[Any, Any]:
+        """Picklable like RDBStorage (which drops its engine): the lock and the thread-local are this
+        process's and are made anew on the other side, with the listener on the new engine."""
+        state = super().__getstate__()
+        del state["_lock"], state["_retrying_here"]
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        self._lock = threading.Lock()
+        self._retrying_here = threading.local()
+        event.listen(self.engine, "invalidate", self._on_connection_lost)
+
     def _on_connection_lost(self, _dbapi_conn: Any, _record: Any, err: BaseException | None) -> None:
         """A pooled connection died (server restarted or stopped): an outage, even one so short
         that the pre-ping reconnects before any call fails. Said once per outage."""
