@@ -64,3 +64,13 @@ def test_tier_all_runs_every_folder_and_only_the_default_tier_has_a_limit(pytest
 
 def test_the_repository_layout_has_the_three_tier_folders() -> None:
     assert all((Path(folder) / "__init__.py").exists() for folder in FOLDERS.values())
+
+
+def test_the_tests_readme_lists_every_test_file_under_its_tier() -> None:
+    text = (TESTS / "README.md").read_text()
+    sections = {chunk.split(" ")[0]: chunk for chunk in text.split("\n### ")[1:]}
+    for path in TESTS.rglob("test_*.py"):
+        name = f"`{path.relative_to(TESTS.parent)}`"
+        assert name in sections[tier_of(path)], (
+            f"{name} is not listed under its tier ({tier_of(path)}) in tests/README.md"
+        )
