@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -13,8 +14,9 @@ from hpo.diffusion.schedule import NoiseSchedule
 from hpo.diffusion.unet import UNet
 from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.run import run_doctor
-from hpo.spec.config import DataConfig
+from hpo.spec.config import DataConfig, ScoreConfig
 from hpo.spec.loading import load_spec
+from hpo.spec.sampling import SamplingSweep
 from hpo.training import trainer as train_module
 from hpo.training.data import ImageData, load_data
 from tests.cli import run_cli
@@ -23,6 +25,7 @@ from tests.images import write_images
 from tests.service_helpers import TINY_SPEC, write_spec
 
 CPU = torch.device("cpu")
+SCORE = ScoreConfig(features="classifier", num_samples=64, batch_size=32)
 
 
 def batch_of(data: ImageData) -> torch.Tensor:
@@ -121,22 +124,36 @@ def test_batch_size_that_cannot_fit_under_a_memory_limit_is_flagged(digits8: Ima
     need_small, _ = model_checks.activation_bytes(small, digits8, CPU)
     need_big, _ = model_checks.activation_bytes(big, digits8, CPU)
     assert need_big > 4 * need_small
+    sweep = SamplingSweep(guidance_scale=(1.0, 2.0), ddim_steps=(4,))
     checks = model_checks.memory_and_speed(
-        [small, big], digits8, CPU, limit_bytes=(need_small + need_big) // 2, n_trials=10, workers=2
-    )
+        [small, big], digits8, CPU, limit_bytes=(need_small + need_big) // 2, n_trials=10, workers=2,
+        sampling=sweep, score=SCORE,
+    )  # fmt: skip
     assert [c.status for c in checks] == ["pass", "fail", "pass"]
     assert "batch_size=128" in checks[1].reason and "over the" in checks[1].reason
     assert "10 trials on 2 worker(s)" in checks[2].reason
+    evaluations = SCORE.num_samples * (4 + 8)  # the sweep's cost: w=1 one pass per step, w=2 two
+    assert f"of sampling for the score ({evaluations:,} network evaluations per image" in checks[2].reason
+
+
+def test_a_trials_predicted_sampling_cost_is_its_evaluations_at_the_timed_speed(digits8: ImageData) -> None:
+    cfg = tiny_config(batch_size=8)
+    sweep = SamplingSweep(guidance_scale=(1.0, 3.0), ddim_steps=(4, 8), screen_samples=16, rescore_top=1)
+    cost = model_checks.trial_cost(sweep, SCORE, cfg, digits8, CPU, train_seconds=10.0)
+    assert cost.evaluations == sweep.evaluations(SCORE.num_samples)  # digits are labelled: guided twice
+    per_evaluation = model_checks.evaluation_seconds(cfg, digits8, CPU, SCORE.batch_size)
+    assert cost.sweep_seconds == pytest.approx(cost.evaluations * per_evaluation, rel=0.8)  # two timings, one noise
+    assert cost.seconds == pytest.approx(10.0 + cost.sweep_seconds)
 
 
 def test_a_batch_that_fits_one_process_per_gpu_but_not_three_says_so(digits8: ImageData) -> None:
     cfg = tiny_config(batch_size=64)
     need, _ = model_checks.activation_bytes(cfg, digits8, CPU)
     limit = 2 * need + model_checks.CUDA_CONTEXT_BYTES * 3  # one process: fits; three: each gets ~2/3 of need
-    (alone, _) = model_checks.memory_and_speed([cfg], digits8, CPU, limit_bytes=limit, n_trials=4, workers=1)
-    (shared, _) = model_checks.memory_and_speed(
-        [cfg], digits8, CPU, limit_bytes=limit, n_trials=4, workers=1, per_gpu=3
-    )
+    common: dict[str, Any] = {"limit_bytes": limit, "n_trials": 4, "workers": 1, "sampling": SamplingSweep(),
+                              "score": SCORE}  # fmt: skip
+    (alone, _) = model_checks.memory_and_speed([cfg], digits8, CPU, **common)
+    (shared, _) = model_checks.memory_and_speed([cfg], digits8, CPU, **common, per_gpu=3)
     assert alone.status == "pass" and shared.status == "fail"
     assert "each of 3 processes on one GPU gets (--per-gpu 3" in shared.reason
     assert "fewer than 3 workers per GPU" in shared.fix

@@ -23,7 +23,7 @@ from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
 from hpo.spec.config import ScoreConfig
 from hpo.spec.loading import load_spec
-from hpo.spec.sampling import SamplingConfig
+from hpo.spec.sampling import SamplingConfig, SamplingSweep
 from hpo.training import generate as generate_module
 from hpo.training.data import ImageData
 from hpo.training.model import DiffusionModel
@@ -168,3 +168,15 @@ def test_a_retried_trial_rescores_only_the_combinations_not_stored(
     assert trials[1].user_attrs["fid_noise"] == pytest.approx(
         abs(trials[1].user_attrs["fid_repeat"] - trials[1].value) / 2**0.5
     )
+
+
+def test_a_sweeps_cost_counts_every_screened_combination_and_the_costliest_finalists() -> None:
+    """Network evaluations per image: steps, twice under guidance (w ≠ 1) of a conditional network;
+    every combination on the screen, the rescore_top most expensive completed to the full count."""
+    sweep = SamplingSweep(guidance_scale=(1.0, 2.0, 3.0), ddim_steps=(10, 20, 30), screen_samples=64, rescore_top=1)
+    assert SamplingConfig(2.0, 30).evaluations() == 60 and SamplingConfig(1.0, 30).evaluations() == 30
+    assert sweep.evaluations(256) == 64 * 300 + 192 * 60
+    assert replace(sweep, rescore_top=3).evaluations(256) == 64 * 300 + 192 * (60 + 60 + 40)
+    assert replace(sweep, screen_samples=0).evaluations(256) == 256 * 300
+    assert sweep.evaluations(256, conditional=False) == 64 * 180 + 192 * 30
+    assert sweep.evaluations(256, fixed={"guidance_scale": 1.0}) == 64 * 60 + 192 * 30

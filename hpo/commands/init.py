@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from hpo.doctor.model_checks import stand_in_data, study_time, trial_seconds
+from hpo.doctor.model_checks import stand_in_data, study_time, trial_cost, trial_seconds
 from hpo.doctor.plan_yaml import plan_yaml
 from hpo.doctor.planning import Machine, Plan, choose_image_size, epochs, plan_spec
 from hpo.doctor.run import base_config, batch_size_configs
@@ -51,17 +51,18 @@ def default_name(images: Path, size: int) -> str:
 
 
 def predicted_time(spec: Spec, plan: Plan) -> str:
-    """The study's training time on this machine: two steps of the planned network timed at the
+    """The study's time on this machine: two training steps of the planned network timed at the
     smallest batch size (the quickest to time; per image a larger batch usually costs no more, so it errs
-    long) on random images
-    of the folder's shape (the folder itself is not read)."""
+    long) and two sampling passes at the score's batch (the sweep's network evaluations at that speed),
+    on random images of the folder's shape (the folder itself is not read)."""
     cfg = base_config(spec)
     device = resolve_device(cfg.device)
     smallest = batch_size_configs(spec, cfg.replace(device=str(device)))[0]
     data = stand_in_data(smallest.batch_size, plan.image_size, max(plan.survey.num_classes, 1))
-    seconds = trial_seconds(smallest, data, device)
+    train = trial_seconds(smallest, data, device)
+    cost = trial_cost(spec.sampling, spec.score, smallest, data, device, train_seconds=train)
     return (
-        f"study time: {study_time(seconds, plan.n_trials, 1)}; timed at batch {smallest.batch_size} on "
+        f"study time: {study_time(cost, plan.n_trials, 1)}; timed at batch {smallest.batch_size} on "
         f"{device.type}. `hpo doctor` times every batch size on the images themselves"
     )
 

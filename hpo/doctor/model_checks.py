@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -14,9 +15,10 @@ from torch import nn
 from hpo.diffusion.network import NetInfo
 from hpo.doctor.diagnose import OverfitResult, overfit_single_batch
 from hpo.doctor.result import Check
-from hpo.spec.config import TrainConfig
+from hpo.spec.config import ScoreConfig, TrainConfig
+from hpo.spec.sampling import SamplingSweep
 from hpo.training.data import ImageData, to_model_range
-from hpo.training.model import build_network, count_parameters
+from hpo.training.model import build_network, count_parameters, net_info
 from hpo.training.trainer import Trainer, TrainingAborted
 
 OVERFIT_FACTOR = 10.0
@@ -212,6 +214,8 @@ def memory_and_speed(
     limit_bytes: int,
     n_trials: int,
     workers: int,
+    sampling: SamplingSweep,
+    score: ScoreConfig,
     per_gpu: int = 1,
 ) -> list[Check]:
     """Each batch size's memory against the budget (split between ``per_gpu`` processes sharing a
@@ -238,17 +242,71 @@ def memory_and_speed(
             )
         else:
             out.append(Check("memory", "pass", text + (f"; fits{shared(per_gpu)}" if per_gpu > 1 else "")))
-    mean = sum(seconds) / len(seconds)
-    out.append(Check("speed: predicted study time", "pass", study_time(mean, n_trials, workers)))
+    cost = trial_cost(sampling, score, cfgs[0], data, device, train_seconds=sum(seconds) / len(seconds))
+    out.append(Check("speed: predicted study time", "pass", study_time(cost, n_trials, workers)))
     return out
 
 
-def study_time(trial_seconds: float, n_trials: int, workers: int) -> str:
-    """The study's training time from one trial's: what the doctor and ``hpo init`` predict."""
+@dataclass(frozen=True)
+class TrialCost:
+    """What one complete trial costs: training, and the sampling sweep that scores it."""
+
+    train_seconds: float
+    sweep_seconds: float
+    evaluations: int  # network evaluations per image the sweep spends, at most
+
+    @property
+    def seconds(self) -> float:
+        return self.train_seconds + self.sweep_seconds
+
+
+def study_time(cost: TrialCost, n_trials: int, workers: int) -> str:
+    """The study's time from one complete trial's: what the doctor and ``hpo init`` predict."""
     return (
-        f"~{trial_seconds * n_trials / workers / 3600:.1f} h of training for {n_trials} trials on {workers} "
-        f"worker(s) before pruning, {trial_seconds / 60:.1f} min per trial (scoring not included)"
+        f"~{cost.seconds * n_trials / workers / 3600:.1f} h for {n_trials} trials on {workers} worker(s) before "
+        f"pruning: {cost.seconds / 60:.1f} min per complete trial, {cost.train_seconds / 60:.1f} of training and "
+        f"{cost.sweep_seconds / 60:.1f} of sampling for the score ({cost.evaluations:,} network evaluations "
+        "per image across the sweep, at most)"
     )
+
+
+def trial_cost(
+    sampling: SamplingSweep,
+    score: ScoreConfig,
+    cfg: TrainConfig,
+    data: ImageData,
+    device: torch.device,
+    *,
+    train_seconds: float,
+) -> TrialCost:
+    """A complete trial's cost: ``train_seconds``, and the sweep's network evaluations at the timed
+    seconds per evaluation (feature extraction, a few percent of it on the classifier, not counted)."""
+    evaluations = sampling.evaluations(score.num_samples, conditional=net_info(cfg, data).num_classes > 0)
+    return TrialCost(train_seconds, evaluations * evaluation_seconds(cfg, data, device, score.batch_size), evaluations)
+
+
+def evaluation_seconds(cfg: TrainConfig, data: ImageData, device: torch.device, batch_size: int) -> float:
+    """Seconds per network evaluation of one image while sampling: two forward passes of the run's
+    network (fresh weights: speed does not depend on them) at the sampling batch, in sampling's
+    precision."""
+    from hpo.diffusion.parameterization import model_time
+    from hpo.training.runtime import autocast
+
+    net, info = build_network(cfg, data)
+    net = net.to(device).eval()
+    x = torch.randn(batch_size, info.channels, info.image_size, info.image_size, device=device)
+    t = model_time(torch.full((batch_size,), cfg.timesteps // 2, device=device), cfg.timesteps)
+    labels = torch.zeros(batch_size, dtype=torch.long, device=device) if info.num_classes else None
+    with torch.no_grad(), autocast(device, sampling=True):
+        net(x, t, labels)  # warm-up
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        for _ in range(2):
+            net(x, t, labels)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return (time.perf_counter() - start) / 2 / batch_size
 
 
 def stand_in_data(n: int, image_size: int, num_classes: int, channels: int = 3) -> ImageData:

@@ -141,7 +141,7 @@ def run_doctor(
         out.add(
             *model_checks.memory_and_speed(
                 batch_size_configs(spec, cfg), data, device, limit_bytes=limit, n_trials=spec.study.n_trials,
-                workers=workers, per_gpu=per_gpu,
+                workers=workers, sampling=spec.sampling, score=spec.score, per_gpu=per_gpu,
             )
         )  # fmt: skip
     _, top_lr = param_bounds(spec.search.get("lr"), cfg.lr)

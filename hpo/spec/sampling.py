@@ -37,6 +37,11 @@ class SamplingConfig:
         if self.ema_sigma_rel is not None:
             check_sigma_rel(self.ema_sigma_rel, "ema_sigma_rel")
 
+    def evaluations(self, conditional: bool = True) -> int:
+        """Network evaluations per sample: one per DDIM step, two under guidance (w ≠ 1) of a
+        conditional network (the conditional and unconditional passes)."""
+        return self.ddim_steps * (2 if conditional and self.guidance_scale != 1.0 else 1)
+
     @property
     def label(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f" ema={self.ema_sigma_rel:g}"
@@ -87,6 +92,16 @@ class SamplingSweep:
         fixed = fixed or {}
         axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
         return [SamplingConfig(g, int(s), e, m) for g, s, e, m in itertools.product(*axes)]
+
+    def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
+        """Network evaluations one trial's sweep spends at most: with a screen, every combination on
+        ``screen_samples`` and the ``rescore_top`` most expensive completed to ``num_samples``;
+        without, every combination on ``num_samples``."""
+        costs = sorted((c.evaluations(conditional) for c in self.combinations(fixed)), reverse=True)
+        if not 0 < self.screen_samples < num_samples or len(costs) < 2:
+            return num_samples * sum(costs)
+        completed = sum(costs[: self.rescore_top]) * (num_samples - self.screen_samples)
+        return self.screen_samples * sum(costs) + completed
 
     @property
     def posthoc_ema(self) -> bool:

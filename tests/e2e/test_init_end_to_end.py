@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from hpo.spec.loading import load_spec
 from tests.cli import run_cli
 from tests.test_init import edit, init, two_classes
 
@@ -21,9 +22,15 @@ def test_a_folder_of_photos_becomes_a_spec_the_doctor_passes_a_study_an_export_a
     assert code == 0, err
     assert "2 classes (circles: 60, squares: 60)" in out
     assert "next: hpo doctor search_spaces/mine.yaml   then   hpo launch search_spaces/mine.yaml" in out
-    timed = re.search(r"study time: ~([\d.]+) h of training for (\d+) trials .* ([\d.]+) min per trial.*timed at", out)
-    assert timed and float(timed[3]) > 0, out  # planned here: two steps timed on this machine
+    timed = re.search(
+        r"study time: ~([\d.]+) h for (\d+) trials .*: ([\d.]+) min per complete trial, ([\d.]+) of training and "
+        r"([\d.]+) of sampling for the score \(([\d,]+) network evaluations per image", out
+    )  # fmt: skip
+    assert timed and float(timed[4]) > 0 and float(timed[5]) > 0, out  # planned here: timed on this machine
     assert float(timed[1]) == pytest.approx(float(timed[3]) * int(timed[2]) / 60, abs=0.06)
+    assert float(timed[3]) == pytest.approx(float(timed[4]) + float(timed[5]), abs=0.11)
+    planned = load_spec(Path("search_spaces/mine.yaml"))
+    assert int(timed[6].replace(",", "")) == planned.sampling.evaluations(planned.score.num_samples)
     spec = Path("search_spaces/mine.yaml")
     assert all("#" in line for line in spec.read_text().splitlines() if line.strip())  # every line says why
     code, out, err = run_cli(["doctor", str(spec), "--fast", "--threads", "1"])
