@@ -7,8 +7,6 @@ import pytest
 from hpo.spec.config import DataConfig, TrainConfig
 from hpo.training.data import ImageData, load_data
 
-pytest_plugins = ["tests.tiers"]  # the tiers: which folder runs when, and the default tier's time limit
-
 TINY = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64)
 
 
