@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,18 @@ def add(
             user_attrs={"curve": points, "budget_kimg": 1.6, **attrs},
         )
     )
+
+
+def structured_study(tmp_path: Path) -> optuna.Study:
+    """30 complete trials whose score and validation curve depend on lr alone (plus small noise)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    study = new_study(tmp_path, "structured")
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        p = random_params(rng)
+        quality = (math.log10(p["lr"]) + 3) ** 2
+        add(study, p, value=5 + 4 * quality + rng.normal(0, 0.1), curve=[1 - 0.1 * k + 0.2 * quality for k in range(4)])
+    return study
 
 
 def random_params(rng: np.random.Generator) -> dict[str, Any]:

@@ -18,19 +18,12 @@ from hpo.analysis.ranking import ties_with_best
 from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of
 from hpo.service.confirm import create_companion, verdict
 from tests.service_helpers import storage_of, study_report
-from tests.study_builders import add, new_study, planted_sweep, random_params
+from tests.study_builders import add, new_study, planted_sweep, random_params, structured_study
 
 
 @pytest.fixture(scope="module")
 def structured(tmp_path_factory: pytest.TempPathFactory) -> optuna.Study:
-    """30 complete trials whose score and validation curve depend on lr alone (plus small noise)."""
-    study = new_study(tmp_path_factory.mktemp("structured"), "structured")
-    rng = np.random.default_rng(0)
-    for _ in range(30):
-        p = random_params(rng)
-        quality = (math.log10(p["lr"]) + 3) ** 2
-        add(study, p, value=5 + 4 * quality + rng.normal(0, 0.1), curve=[1 - 0.1 * k + 0.2 * quality for k in range(4)])
-    return study
+    return structured_study(tmp_path_factory.mktemp("structured"))
 
 
 def test_the_parameter_that_drives_the_score_is_named_and_the_ranking_is_stable(structured: optuna.Study) -> None:

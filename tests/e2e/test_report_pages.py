@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import optuna
-
 from tests.browser import browse
 from tests.service_helpers import study_report
+from tests.study_builders import structured_study
 from tests.test_report_verdicts import confirmed
 
 
-def test_reports_of_known_studies_render_in_chromium_within_the_page_width(
-    structured: optuna.Study, tmp_path: Path
-) -> None:
+def test_reports_of_known_studies_render_in_chromium_within_the_page_width(tmp_path: Path) -> None:
+    structured = structured_study(tmp_path / "structured")
     source, _ = confirmed(tmp_path, "shown", {1: [5.0, 5.1, 5.2], 2: [6.0, 6.1, 6.2], 0: [8.0, 8.1, 8.2]})
     for study in (structured, source):
         path = study_report(study, tmp_path / f"{study.study_name}.html", artifact_dir=None)

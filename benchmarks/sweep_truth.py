@@ -1,0 +1,479 @@
+"""Does a trial's sampling sweep report what its weights reach? Judged against an unbiased count,
+on good models.
+
+For every model of :mod:`benchmarks.good_models` (3 datasets × 6, trained for 32 kimg with the
+quickstart's network), each of the quickstart's 9 combinations (guidance 1/2/3 × DDIM 10/20/30, one
+noise and label set for all) draws ``TOTAL`` = 2 048 samples whose classifier features are cached.
+
+Truth, per combination: FID∞ (Chong & Forsyth, CVPR 2020): FID at counts evenly spaced in 1/n from
+512 to 2 048 (each the mean over random subsets), a line in 1/n, its intercept. Each sweep rule is
+then replayed on the same samples — a screen on the first 64, finalists completed to 256, and so on,
+exactly as :func:`hpo.scoring.sweep.run_sweep` draws them — and judged by
+
+- ρ: Spearman between the rule's ranking of the 9 and truth's;
+- in noise: the rule's pick within the noise of truth's best: truth(pick) − truth(best) below the
+  tie margin 2·√2·sd (:class:`hpo.analysis.noise.Noise`), sd that of one trial value re-scored with
+  fresh sample noise (FID of 256 samples over the 8 disjoint 256-blocks of the best combination);
+- regret: truth(pick) − truth(best) in those sd;
+- across models: Spearman between the trial values the rule reports and the models' truth (the best
+  truth of each).
+
+    .venv/bin/python -m benchmarks.sweep_truth              # train + sample what is missing, then the tables
+    .venv/bin/python -m benchmarks.sweep_truth --measure    # only train and sample (start one per free core)
+
+Weights and features are cached under /tmp/hpo-bench-cache/good-models (resumable, shareable by
+processes); each model's judged record (truth, noise, every rule's pick and value) is kept in
+``benchmarks/results/sweep_truth/MODEL.json``, so the tables survive the cache and a record is only
+re-judged (from cached features) when a rule it lacks is asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from benchmarks.claims import unclaimed
+from benchmarks.common import RESULTS, write_result
+from benchmarks.good_models import CACHE, DATASETS, MODELS, ModelKey, keys, load_model, model_spec, train_model
+from hpo.analysis.noise import pair_sd
+from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
+from hpo.spec.counts import pca_dims
+
+TOTAL = 2048
+GUIDANCE = (1.0, 2.0, 3.0)
+STEPS = (10, 20, 30)
+# The quickstart's grid, and guidance 4 at 30 steps: a model whose best is guidance 3 is inside the
+# grid only if guidance 4 is worse (steps: more is better, the last is the edge a good model sits at).
+COMBOS = (*((w, s) for w in GUIDANCE for s in STEPS), (4.0, 30))
+
+
+RECORDS = RESULTS / "sweep_truth"
+
+
+def combo_label(w: float, steps: int) -> str:
+    return f"{w:g}/{steps}"
+
+
+def features_path(key: ModelKey, cache: Path = CACHE) -> Path:
+    return cache / f"{key.name}-truth{TOTAL}.npz"
+
+
+def measure_model(key: ModelKey, cache: Path = CACHE) -> None:
+    """Train (or load) ``key`` and cache each combination's features of TOTAL samples (only the
+    combinations the cache lacks are sampled: a grid that grew costs its new combinations alone)."""
+    import torch
+
+    from hpo.scoring.score import make_scorer, sample_features, score_labels
+    from hpo.spec.sampling import SamplingConfig
+    from hpo.spec.spec import spec_from_dict
+
+    started = time.perf_counter()
+    train_model(key, cache)
+    trained = time.perf_counter()
+    model, _, data = load_model(key, cache)
+    spec = spec_from_dict(model_spec(key.dataset, num_samples=TOTAL, cache=cache))
+    scorer = make_scorer(spec.score, data, device=torch.device("cpu"), cache_dir=cache / "scoring")
+    out: dict[str, Any] = {"reference": scorer.reference.features}
+    if features_path(key, cache).exists():
+        with np.load(features_path(key, cache)) as blob:
+            out.update({k: blob[k] for k in blob.files})
+    if model is None:
+        out["diverged"] = True
+    else:
+        labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
+        for w, s in COMBOS:
+            if combo_label(w, s) not in out:
+                combo = SamplingConfig(guidance_scale=w, ddim_steps=s, eta=0.0)
+                feats = sample_features(scorer, model, combo, labels, start=0, n=TOTAL, seed=0).feats
+                out[combo_label(w, s)] = feats.astype(np.float32)
+    tmp = features_path(key, cache).with_suffix(".tmp.npz")
+    np.savez(tmp, **out)
+    tmp.replace(features_path(key, cache))
+    sampled = time.perf_counter() - trained
+    print(f"  {key.name}: trained in {trained - started:.0f} s, sampled in {sampled:.0f} s", flush=True)
+
+
+def record_path(key: ModelKey) -> Path:
+    return RECORDS / f"{key.name}.json"
+
+
+def measured(key: ModelKey, cache: Path = CACHE) -> bool:
+    """Judged already (a record: a rule added since is judged on the models whose features are
+    cached, see :func:`load_measured`), or every combination of the grid is cached (or the run
+    diverged)."""
+    if record_path(key).exists():
+        return True
+    path = features_path(key, cache)
+    if not path.exists():
+        return False
+    with np.load(path) as blob:
+        return "diverged" in blob.files or all(combo_label(w, s) in blob.files for w, s in COMBOS)
+
+
+def measure(datasets: tuple[str, ...], models: int, cache: Path = CACHE) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    cache.mkdir(parents=True, exist_ok=True)
+    todo = keys(datasets, models)
+    for key in unclaimed(todo, done=lambda k: measured(k, cache), claim_path=lambda k: cache / f"{k.name}.claim"):
+        measure_model(key, cache)
+        model = load_features(key, cache)
+        if model is not None:
+            write_record(measure_truth(model))
+
+
+# ---------------------------------------------------------------- statistics and truth
+
+Statistic = Callable[[np.ndarray, Reference], float]
+
+
+def fid(feats: np.ndarray, ref: Reference) -> float:
+    return frechet(feats, ref).value
+
+
+def pca(feats: np.ndarray, ref: Reference) -> float:
+    return frechet_pca(feats, ref, pca_dims(feats.shape[0], ref.dim))
+
+
+def extrapolated(smallest: float, points: int = 6, draws: int = 4) -> Statistic:
+    """FID∞ from the n samples given: FID at ``points`` counts evenly spaced in 1/n from
+    ``smallest``·n to n (the mean over ``draws`` random subsets each), a least-squares line in 1/n,
+    its intercept (Chong & Forsyth 2020)."""
+
+    def statistic(feats: np.ndarray, ref: Reference) -> float:
+        n = feats.shape[0]
+        rng = np.random.default_rng(0)
+        inverse = np.linspace(1 / (smallest * n), 1 / n, points)
+        counts = sorted({round(1 / x) for x in inverse})
+        means = []
+        for m in counts:
+            reps = 1 if m >= n else draws
+            means.append(statistics.fmean(fid(feats[rng.choice(n, m, replace=False)], ref) for _ in range(reps)))
+        _slope, intercept = np.polyfit([1 / m for m in counts], means, 1)
+        return float(intercept)
+
+    return statistic
+
+
+def richardson(feats: np.ndarray, ref: Reference, draws: int = 8) -> float:
+    """2·FID(n) − FID(n/2) (mean over random halves): the 1/n bias cancelled between two counts."""
+    n = feats.shape[0]
+    rng = np.random.default_rng(0)
+    half = statistics.fmean(fid(feats[rng.choice(n, n // 2, replace=False)], ref) for _ in range(draws))
+    return 2 * fid(feats, ref) - half
+
+
+def bootstrap(feats: np.ndarray, ref: Reference, draws: int = 16) -> float:
+    """FID with its finite-count bias removed by a parametric bootstrap: the bias of FID at n for a
+    Gaussian with the samples' own mean and covariance (the plug-in value is that Gaussian's exact
+    FID), subtracted: 2·FID(n) − mean FID(n Gaussian draws)."""
+    n = feats.shape[0]
+    rng = np.random.default_rng(0)
+    mu = feats.mean(axis=0)
+    centred = feats - mu
+    simulated = [fid(mu + rng.standard_normal((n, n)) @ centred / math.sqrt(n - 1), ref) for _ in range(draws)]
+    return 2 * fid(feats, ref) - statistics.fmean(simulated)
+
+
+STATISTICS: dict[str, Statistic] = {
+    "boot": bootstrap,
+    "fid": fid,
+    "pca": pca,
+    "kid": kid,
+    "fid_inf": extrapolated(0.5),
+    "richardson": richardson,
+}
+TRUTH = extrapolated(0.25, points=8, draws=3)  # 512 .. 2 048 samples
+
+
+# ---------------------------------------------------------------- the rules
+
+
+@dataclass(frozen=True)
+class Stage:
+    statistic: str  # ranks the combinations still in
+    count: int  # on the first `count` samples of each
+    keep: int  # how many go on
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    stages: tuple[Stage, ...]  # the last keeps 1: the pick
+    value: str  # the statistic the trial reports, on the pick's samples ...
+    value_count: int  # ... the first this many
+
+    def run(self, feats: dict[str, np.ndarray], ref: Reference) -> tuple[str, float]:
+        """(the pick, the trial's value)."""
+        alive = list(feats)
+        for stage in self.stages:
+            stat = STATISTICS[stage.statistic]
+            ranked = sorted(alive, key=lambda k: stat(feats[k][: stage.count], ref))
+            alive = ranked[: stage.keep]
+        pick = alive[0]
+        return pick, STATISTICS[self.value](feats[pick][: self.value_count], ref)
+
+    def cost(self) -> float:
+        """Sampling cost in network evaluations per trial (samples × steps × 2 under guidance), for
+        the grid's combinations taken in the worst case (every finalist is the most expensive)."""
+        nfe = sorted((s * (1 if w == 1 else 2) for w, s in COMBOS), reverse=True)
+        drawn, alive = [0] * len(nfe), len(nfe)
+        for stage in self.stages:
+            for i in range(alive):
+                drawn[i] = max(drawn[i], stage.count)
+            alive = stage.keep
+        drawn[0] = max(drawn[0], self.value_count)
+        return float(sum(d * c for d, c in zip(drawn, nfe, strict=True)))
+
+
+def screen(by: str, top: int, full: int = 256, value: str = "fid") -> Rule:
+    return Rule(
+        f"{by} 64 → top {top} at {full}, value {value}", (Stage(by, 64, top), Stage(value, full, 1)), value, full
+    )
+
+
+def every(by: str, count: int = 256) -> Rule:
+    return Rule(f"every combination at {count} by {by}", (Stage(by, count, 1),), by, count)
+
+
+RULES = [
+    screen("pca", 1),  # what shipped
+    screen("pca", 3),
+    screen("kid", 1),
+    screen("kid", 3),
+    screen("kid", 3, value="fid_inf"),
+    every("fid"),
+    every("kid"),
+    every("fid_inf"),
+    every("richardson"),
+    every("boot"),
+    screen("boot", 3),
+    screen("kid", 3, value="boot"),
+    Rule(
+        "kid 64 → 3 at 256 by fid_inf → value fid_inf at 1024",
+        (Stage("kid", 64, 3), Stage("fid_inf", 256, 1)),
+        "fid_inf",
+        1024,
+    ),
+    every("fid_inf", 512),
+    every("fid", 1024),
+]
+
+
+# ---------------------------------------------------------------- the tables
+
+
+@dataclass(frozen=True)
+class Model:
+    key: ModelKey
+    feats: dict[str, np.ndarray]  # combination label → (TOTAL, d)
+    reference: Reference
+
+
+def load_features(key: ModelKey, cache: Path = CACHE) -> Model | None:
+    """The cached features of a measured, converged model; None otherwise."""
+    path = features_path(key, cache)
+    if not path.exists():
+        return None
+    with np.load(path) as blob:
+        if "diverged" in blob.files or not all(combo_label(w, s) in blob.files for w, s in COMBOS):
+            return None
+        feats = {k: blob[k].astype(np.float64) for k in blob.files if "/" in k}
+        return Model(key, feats, Reference.of(blob["reference"]))
+
+
+@dataclass(frozen=True)
+class Judged:
+    pick: str
+    value: float
+    rho: float | None  # None in records written before ρ was kept per model
+    regret: float  # truth(pick) − truth(best)
+
+
+def rescoring_sd(feats: np.ndarray, ref: Reference, count: int = 256) -> float:
+    """sd of one trial value (FID of ``count`` samples) over disjoint blocks of fresh sample noise."""
+    blocks = [fid(feats[i : i + count], ref) for i in range(0, feats.shape[0] - count + 1, count)]
+    return statistics.stdev(blocks)
+
+
+def truth_sd(model: Model) -> float:
+    """sd of a truth difference between two combinations, from the two disjoint halves' FID∞ (each
+    at half the count, so scaled by 1/√2 to the whole)."""
+    half = TOTAL // 2
+    stat = extrapolated(0.25, points=8, draws=3)
+    a = {k: stat(f[:half], model.reference) for k, f in model.feats.items()}
+    b = {k: stat(f[half:], model.reference) for k, f in model.feats.items()}
+    labels = sorted(a)
+    deltas = [pair_sd(a[x] - a[y], b[x] - b[y]) for i, x in enumerate(labels) for y in labels[i + 1 :]]
+    return math.sqrt(statistics.fmean(d * d for d in deltas)) / math.sqrt(2)
+
+
+def judge(rule: Rule, model: Model, truth: dict[str, float]) -> Judged:
+    pick, value = rule.run(model.feats, model.reference)
+    ranked = {k: STATISTICS[rule.stages[-1].statistic](f[: rule.stages[-1].count], model.reference)
+              for k, f in model.feats.items()}  # fmt: skip
+    labels = sorted(truth)
+    rho = float(spearmanr([ranked[k] for k in labels], [truth[k] for k in labels]).statistic)
+    return Judged(pick, value, rho, truth[pick] - min(truth.values()))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One model against its truth: what every rule is judged by."""
+
+    name: str
+    truth: dict[str, float]  # combination → FID∞
+    fid_total: dict[str, float]  # combination → FID of all TOTAL samples
+    sd: float  # one trial value's re-scoring sd (FID of 256, disjoint blocks of the best combination)
+    truth_sd: float  # sd of a truth difference between two combinations
+    judged: dict[str, Judged]  # rule name → its pick and value
+
+    @property
+    def best(self) -> str:
+        return min(self.truth, key=self.truth.__getitem__)
+
+    @property
+    def inside(self) -> bool:
+        """Truth's best guidance lies strictly inside the grid's guidance range: a good model."""
+        scales = sorted({float(k.split("/")[0]) for k in self.truth})
+        return scales[0] < float(self.best.split("/")[0]) < scales[-1]
+
+
+def write_record(m: Measured) -> None:
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    body = {"model": m.name, "truth": m.truth, "fid_total": m.fid_total, "sd": m.sd, "truth_sd": m.truth_sd,
+            "picks": {n: vars(j) for n, j in m.judged.items()}}  # fmt: skip
+    path = RECORDS / f"{m.name}.json"
+    path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def read_record(key: ModelKey) -> Measured | None:
+    path = record_path(key)
+    if not path.exists():
+        return None
+    body = json.loads(path.read_text())
+    judged = {n: Judged(j["pick"], j["value"], j.get("rho"), j["regret"]) for n, j in body["picks"].items()}
+    return Measured(body["model"], body["truth"], body["fid_total"], body["sd"], body["truth_sd"], judged)
+
+
+def load_measured(dataset: str, models: int, cache: Path = CACHE) -> list[Measured]:
+    """Every judged model of ``dataset``: its record, re-judged from cached features when the record
+    lacks a rule (and written back)."""
+    out = []
+    for key in keys((dataset,), models):
+        record = read_record(key)
+        if record is None or not set(record.judged) >= {r.name for r in RULES}:
+            model = load_features(key, cache)
+            if model is None:
+                if record is not None:
+                    out.append(record)
+                continue
+            record = measure_truth(model)
+            write_record(record)
+        out.append(record)
+    return out
+
+
+def measure_truth(m: Model) -> Measured:
+    truth = {k: TRUTH(f, m.reference) for k, f in m.feats.items()}
+    best = min(truth, key=truth.__getitem__)
+    return Measured(
+        m.key.name, truth, {k: fid(f, m.reference) for k, f in m.feats.items()},
+        rescoring_sd(m.feats[best], m.reference), truth_sd(m), {r.name: judge(r, m, truth) for r in RULES},
+    )  # fmt: skip
+
+
+def summarise(measured: Sequence[Measured]) -> dict[str, dict[str, Any]]:
+    """Per rule over ``measured``: mean ρ, the share of picks within the noise of truth's best (the
+    tie margin 2·√2·sd of one trial value; and 2 sd of truth's own difference), regret in sd, and
+    Spearman between the values it reports and the models' truth."""
+    out = {}
+    for r in RULES:
+        judged = [(m.judged[r.name], m) for m in measured if r.name in m.judged]
+        if not judged:
+            continue
+        rhos = [j.rho for j, _ in judged if j.rho is not None]
+        values, truths = [j.value for j, _ in judged], [min(m.truth.values()) for _, m in judged]
+        out[r.name] = {
+            "models": len(judged),
+            "cost": r.cost() / RULES[0].cost(),
+            "rho": statistics.fmean(rhos) if rhos else None,
+            "rho_models": len(rhos),
+            "within_noise": statistics.fmean(j.regret < 2 * math.sqrt(2) * m.sd for j, m in judged),
+            "within_truth_noise": statistics.fmean(j.regret < 2 * m.truth_sd for j, m in judged),
+            "regret_sd_mean": statistics.fmean(j.regret / m.sd for j, m in judged),
+            "regret_sd_max": max(j.regret / m.sd for j, m in judged),
+            "across_models": float(spearmanr(values, truths).statistic)
+            if len(judged) > 2 else None,
+        }  # fmt: skip
+    return out
+
+
+def evaluate(measured: Sequence[Measured]) -> dict[str, Any]:
+    good = [m for m in measured if m.inside]
+    return {
+        "models": [
+            {"model": m.name, "best": m.best, "inside": m.inside, "sd": m.sd, "truth_sd": m.truth_sd,
+             "truth": m.truth, "fid_total": m.fid_total,
+             "picks": {n: vars(j) for n, j in m.judged.items()}}
+            for m in measured
+        ],
+        "all": summarise(measured) if measured else {},
+        "good": summarise(good) if good else {},
+    }  # fmt: skip
+
+
+def print_dataset(dataset: str, res: dict[str, Any]) -> None:
+    models = res["models"]
+    good = sum(m["inside"] for m in models)
+    print(f"\n{dataset}: {len(models)} models, {good} good (truth's best guidance inside the grid)")
+    for m in models:
+        row = " ".join(f"{k} {v:.2f}" for k, v in sorted(m["truth"].items()))
+        print(f"  {m['model']}{' (good)' if m['inside'] else ''}: best {m['best']}, sd of one value {m['sd']:.3f}, "
+              f"of a truth difference {m['truth_sd']:.3f}; FID∞ {row}")  # fmt: skip
+    for subset in ("good", "all"):
+        if not res[subset]:
+            continue
+        print(f"  {subset} models:")
+        print(f"{'rule':>58} {'cost':>5} {'rho':>5} {'in noise':>8} {'in truth':>8} {'regret/sd':>9} {'max':>5} "
+              f"{'across':>6}")  # fmt: skip
+        for name, r in res[subset].items():
+            across = "-" if r["across_models"] is None else f"{r['across_models']:.2f}"
+            rho = "-" if r["rho"] is None else f"{r['rho']:.2f}"
+            shares = f"{r['within_noise']:8.0%} {r['within_truth_noise']:8.0%}"
+            print(f"{name:>58} {r['cost']:5.2f} {rho:>5} {shares} {r['regret_sd_mean']:9.2f} "
+                  f"{r['regret_sd_max']:5.1f} {across:>6}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--models", type=int, default=MODELS)
+    parser.add_argument("--measure", action="store_true", help="only train and sample what is missing")
+    parser.add_argument("--tables", action="store_true", help="only the tables, from what is cached")
+    args = parser.parse_args()
+    datasets = tuple(args.datasets.split(","))
+    if not args.tables:
+        measure(datasets, args.models)
+    if args.measure:
+        return
+    started = time.perf_counter()
+    results = {d: evaluate(load_measured(d, args.models)) for d in datasets}
+    for d, res in results.items():
+        print_dataset(d, res)
+    write_result("sweep_truth", {"datasets": results, "seconds": time.perf_counter() - started})
+
+
+if __name__ == "__main__":
+    main()
