@@ -123,11 +123,14 @@ def test_a_run_record_keeps_one_set_of_keys_and_leaves_out_what_it_lacks() -> No
         val_loss=0.1, validation={"val_rel": 0.9}, sampling={"guidance": 1.0}, kid=None, class_accuracy=None,
         precision=0.5, recall=0.4, num_samples=64, combinations=3, train_seconds=1.0, score_seconds=2.0,
         images_per_second=10.0, peak_memory_mb=5.0, num_parameters=1000, hardware=None, ema_snapshots=None,
+        statistic={"metric": "FID", "samples": 64, "features": 2048, "bias_correction": "none", "combinations": 3,
+                   "completed": 3},
     )  # fmt: skip
     attrs = record.as_attrs()
     assert attrs["val_rel"] == 0.9 and "hardware" not in attrs and "ema_snapshots" not in attrs
     read = TrialRecord(attrs)
     assert read.num_parameters == 1000 and read.fidelity == {"precision": 0.5, "recall": 0.4}
+    assert read.statistic == record.statistic and TrialRecord({}).statistic is None
 
 
 def test_a_study_record_reads_its_plan_and_says_which_companion_lacks_one() -> None:

@@ -71,13 +71,20 @@ def test_two_configurations_within_the_noise_are_called_tied(tmp_path: Path) -> 
     study = new_study(tmp_path, "tied")
     rng = np.random.default_rng(2)
     add(study, random_params(rng), value=10.0, curve=[1.0] * 4, baseline=True, fid_noise=0.4)
-    add(study, random_params(rng), value=9.2, curve=[1.0] * 4, fid_noise=0.5)  # the best
+    stat = {"metric": "classifier-FID", "samples": 256, "features": 133, "bias_correction": "none",
+            "combinations": 9, "completed": 3, "screen": {"samples": 64, "by": "pca", "dims": 16}}  # fmt: skip
+    add(study, random_params(rng), value=9.2, curve=[1.0] * 4, fid_noise=0.5, statistic=stat)  # the best
     add(study, random_params(rng), value=9.5, curve=[1.0] * 4)  # within the noise of the best
     add(study, random_params(rng), value=14.0, curve=[1.0] * 4)
     s = summarise_study(study, study.get_trials())
     assert s.noise.sd == pytest.approx(math.sqrt((0.16 + 0.25) / 2)) and s.noise.pairs == 2
     page = study_report(study, tmp_path / "tied.html", artifact_dir=None).read_text()
     assert "#2: classifier-FID 9.5 — tied with #1 (within the noise)" in page
+    assert (  # what the value is: count, features, bias correction, how it was picked
+        "<b>Score</b>: per trial, classifier-FID of 256 samples in 133 feature dimensions (plug-in, not "
+        "bias-corrected: compared at equal counts only); the best of the 3 sampling combinations a screen of all "
+        "9 on 64 samples by FID in 16 principal components ranked first" in page
+    )
     assert "#0 (baseline): classifier-FID 10 — tied with #1" in page
     assert ties_with_best(complete(study.get_trials()), s.noise) == [2, 0]  # #3 (14.0) is clearly worse
     assert "they are tied" in page  # best vs baseline: 0.8 apart, tie margin 2·√2·0.45 ≈ 1.3

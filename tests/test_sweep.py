@@ -12,7 +12,7 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
-from hpo.analysis.sweep import ComboScore
+from hpo.analysis.sweep import ComboScore, statistic_text, value_statistic
 from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
@@ -82,6 +82,12 @@ def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
     assert drawn == [16] * 4 + [32]  # the finalist's 16 screening samples are the first 16 of its 48
     screened_best = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value)
     assert result.best.sampling == screened_best.sampling and result.best.num_samples == 48
+    stat = value_statistic(result, scorer.config.metric_name, scorer.reference.space.dim)
+    assert statistic_text(stat) == (
+        "classifier-FID of 48 samples in 133 feature dimensions (plug-in, not bias-corrected: compared at equal "
+        "counts only); the one sampling combination a screen of all 4 on 16 samples by FID in 4 principal "
+        "components ranked first"
+    )
 
 
 def test_known_scores_are_not_recomputed(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> None:

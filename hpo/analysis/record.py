@@ -32,6 +32,7 @@ NOISE_ATTR = "fid_noise"  # a trial: that pair's sd estimate; a study: {"sd", "p
 EMA_SNAPSHOTS_ATTR = "ema_snapshots"
 HARDWARE_ATTR = "hardware"
 METRIC_NAME_ATTR = "metric_name"  # the score's name (FID, classifier-FID)
+STATISTIC_ATTR = "statistic"  # what the value is: analysis.sweep.value_statistic (count, features, bias, pick)
 FAIL_REASON_ATTR, ERROR_ATTR = "fail_reason", "error"
 STOPPED_AT_ATTR, OOM_BATCH_ATTR = "stopped_at_kimg", "oom_batch_size"
 ENDING_ATTRS = (
@@ -79,6 +80,7 @@ class RunRecord:
     num_parameters: int
     hardware: dict[str, Any] | None
     ema_snapshots: dict[str, Any] | None
+    statistic: dict[str, Any]  # what the value is (analysis.sweep.value_statistic)
 
     def as_attrs(self) -> dict[str, Any]:
         attrs = {
@@ -87,6 +89,7 @@ class RunRecord:
             "num_samples": self.num_samples, "combinations": self.combinations, "train_seconds": self.train_seconds,
             "score_seconds": self.score_seconds, "images_per_second": self.images_per_second,
             "peak_memory_mb": self.peak_memory_mb, "num_parameters": self.num_parameters,
+            STATISTIC_ATTR: self.statistic,
         }  # fmt: skip
         if self.hardware is not None:
             attrs[HARDWARE_ATTR] = self.hardware
@@ -156,6 +159,12 @@ class TrialRecord(_Stored):
         """The sweep's best guidance / DDIM-step combination."""
         raw = self.sampling_dict
         return SamplingConfig.from_dict(raw) if raw else None
+
+    @property
+    def statistic(self) -> dict[str, Any] | None:
+        """What the value is (count, features, bias correction, how it was picked); None for trials
+        stored before it was kept."""
+        return _dict(self.attrs.get(STATISTIC_ATTR))
 
     @property
     def watch_sampling(self) -> SamplingConfig | None:

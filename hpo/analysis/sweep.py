@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import SamplingConfig, ScreenBy
 
 Stage = Literal["screen", "full"]
@@ -86,6 +87,37 @@ class SweepResult:
     @property
     def seconds(self) -> float:
         return sum(s.seconds for s in self.scores)
+
+
+def value_statistic(result: SweepResult, metric: str, features: int) -> dict[str, Any]:
+    """What a trial's value is, stored beside it: the metric, its sample count and feature
+    dimensions, its bias correction (none: the plug-in Fréchet distance, biased upward by about 1/n
+    by an amount that depends on the samples' spread, so values compare at equal counts only), and
+    how the combination was picked: how many were completed to the full count, after which screen."""
+    full, screened = result.full, [s for s in result.scores if s.stage == "screen"]
+    out: dict[str, Any] = {
+        "metric": metric, "samples": result.best.num_samples, "features": features, "bias_correction": "none",
+        "combinations": len({s.sampling for s in result.scores}), "completed": len(full),
+    }  # fmt: skip
+    if screened:
+        n, by = screened[0].num_samples, screened[0].ranked_by
+        out["screen"] = {"samples": n, "by": by, **({"dims": pca_dims(n, features)} if by == "pca" else {})}
+    return out
+
+
+def statistic_text(stat: dict[str, Any]) -> str:
+    """A stored :func:`value_statistic` in words."""
+    bias = stat["bias_correction"]
+    correction = "plug-in, not bias-corrected: compared at equal counts only" if bias == "none" else bias
+    text = f"{stat['metric']} of {stat['samples']} samples in {stat['features']} feature dimensions ({correction})"
+    screen = stat.get("screen")
+    if screen is None:
+        return f"{text}; the best of all {stat['combinations']} sampling combinations"
+    by = f"FID in {screen['dims']} principal components" if screen["by"] == "pca" else screen["by"].upper()
+    ranked = f"a screen of all {stat['combinations']} on {screen['samples']} samples by {by}"
+    if stat["completed"] == 1:
+        return f"{text}; the one sampling combination {ranked} ranked first"
+    return f"{text}; the best of the {stat['completed']} sampling combinations {ranked} ranked first"
 
 
 SCREEN_NAMES = {"pca": "FID in the reference's top principal components", "kid": "KID", "fid": "FID"}

@@ -124,7 +124,8 @@ def sampling(plan: Plan) -> list[str]:
         ("eta", 0.0, "deterministic DDIM"),
         ("screen_samples", sc.screen_samples, f"all {n} combinations scored on a quarter of num_samples first ..."),
         ("screen_by", "pca", f"... by FID in {sc.screen_samples // 4} principal components (well-posed at that count)"),
-        ("rescore_top", sc.rescore_top, "... then the best on score.num_samples: the trial's value"),
+        ("rescore_top", sc.rescore_top, f"... then the best {sc.rescore_top} on score.num_samples, the best of those "
+         "the trial's value"),
     ])  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from hpo.errors import HpoError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim
 from hpo.spec.rules import MAX_EXTRAPOLATION
+from hpo.spec.sampling import RESCORE_TOP
 from hpo.training.data import held_out_count
 from hpo.training.model import count_parameters, info_for, network_for
 
@@ -223,7 +224,7 @@ def scoring(num_classes: int, weights_present: bool, kind: Kind) -> Scoring:
     features: Literal["inception", "classifier"] = "inception" if weights_present or num_classes < 2 else "classifier"
     dims = feature_dim(features, 3)
     n = 2 ** math.ceil(math.log2(dims + 1))
-    return Scoring(features, dims, n, n // 4, 250 if kind == "gpu" else 64, 2 if kind == "gpu" else 1, weights_present)
+    return Scoring(features, dims, n, n // 4, 250 if kind == "gpu" else 64, RESCORE_TOP, weights_present)
 
 
 def search_plan(net: Network, batches: tuple[int, ...], kind: Kind, conditional: bool) -> SearchPlan:

@@ -26,7 +26,7 @@ from hpo.analysis.progress import fidelity_text, floor_reading
 from hpo.analysis.ranking import ties_with_best
 from hpo.analysis.record import CONFIRMED_BY, PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import validation_trend
-from hpo.analysis.sweep import ema_sentence
+from hpo.analysis.sweep import ema_sentence, statistic_text
 from hpo.errors import HpoError
 from hpo.files import atomic_write
 from hpo.report import figures
@@ -159,7 +159,9 @@ def header_html(study: optuna.Study, trials: Sequence[FrozenTrial], s: Summary) 
             ("Budget", f"{spec.train.kimg:g} kimg per trial (thousands of images seen), {spec.train.num_evals} "
              f"evaluation points{target}")
         )  # fmt: skip
-        items.append(("Score", f"{s.metric_name} of {spec.score.num_samples} samples per trial"))
+        stat = TrialRecord.of(s.best).statistic if s.best is not None else None
+        plain = f"{s.metric_name} of {spec.score.num_samples} samples per trial"
+        items.append(("Score", f"per trial, {statistic_text(stat)}" if stat else plain))
     counts = ", ".join(f"{v} {k}" for k, v in s.counts.items() if v)
     items.append(("Trials", f"{sum(s.counts[k] for k in ('complete', 'pruned', 'failed'))} of {s.n_trials} ({counts})"))
     wall = wall_seconds(trials, datetime.datetime.now())

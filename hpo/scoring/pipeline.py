@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.analysis.record import PRUNING_METRIC, RunRecord
-from hpo.analysis.sweep import ComboScore, SweepResult
+from hpo.analysis.sweep import ComboScore, SweepResult, value_statistic
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
@@ -28,6 +28,7 @@ class Scored:
     sweep: SweepResult
     ema: PosthocEma | None  # the rebuilt EMA lengths, when they were swept
     score_seconds: float
+    statistic: dict[str, Any]  # what the value is (analysis.sweep.value_statistic)
 
     @property
     def best(self) -> ComboScore:
@@ -49,7 +50,7 @@ class Scored:
             images_per_second=round(result.images_per_second, 1),
             peak_memory_mb=round(result.peak_memory_bytes / 2**20, 1), num_parameters=result.num_parameters,
             hardware=result.hardware.as_dict() if result.hardware is not None else None,
-            ema_snapshots=self.ema_summary(combos),
+            ema_snapshots=self.ema_summary(combos), statistic=self.statistic,
         )  # fmt: skip
 
     def ema_summary(self, combos: Sequence[SamplingConfig]) -> dict[str, Any] | None:
@@ -107,4 +108,5 @@ def train_and_score(
         on_score=on_score,
         ema=ema,
     )
-    return Scored(result, swept, ema, time.perf_counter() - started)
+    statistic = value_statistic(swept, scorer.config.metric_name, scorer.reference.space.dim)
+    return Scored(result, swept, ema, time.perf_counter() - started, statistic)
