@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
@@ -118,3 +119,26 @@ def trained_kimg(t: FrozenTrial) -> float:
 def best_value(study: optuna.Study) -> float:
     values = [t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     return min(values) if values else float("nan")
+
+
+def photo_folder(root: Path, per_image: int = 400) -> Path:
+    """Patches of scikit-learn's two sample photographs (china, flower): 2 classes of real photos."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    folder = root / "photo-patches"
+    if (folder / "done").exists():
+        return folder
+    rng = np.random.default_rng(0)
+    photos = load_sample_images()
+    for name, image in zip(("china", "flower"), photos.images, strict=True):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        h, w, _ = image.shape
+        for i in range(per_image):
+            side = int(rng.integers(48, 128))
+            y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
+            Image.fromarray(image[y : y + side, x : x + side]).resize((32, 32), Image.Resampling.BICUBIC).save(
+                folder / name / f"{i:04d}.png"
+            )
+    (folder / "done").write_text("")
+    return folder

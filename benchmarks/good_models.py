@@ -21,9 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from benchmarks.common import DIGITS, spec_with
+from benchmarks.common import DIGITS, photo_folder, spec_with
 
 CACHE = Path("/tmp/hpo-bench-cache/good-models")
 DATASETS = ("digits", "shapes", "photos")
@@ -56,29 +54,6 @@ def configuration(key: ModelKey) -> dict[str, Any]:
         for _ in range(key.index + 1)
     ]
     return draws[key.index]
-
-
-def photo_folder(root: Path, per_image: int = 400) -> Path:
-    """Patches of scikit-learn's two sample photographs (china, flower): 2 classes of real photos."""
-    from PIL import Image
-    from sklearn.datasets import load_sample_images
-
-    folder = root / "photo-patches"
-    if (folder / "done").exists():
-        return folder
-    rng = np.random.default_rng(0)
-    photos = load_sample_images()
-    for name, image in zip(("china", "flower"), photos.images, strict=True):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        h, w, _ = image.shape
-        for i in range(per_image):
-            side = int(rng.integers(48, 128))
-            y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
-            Image.fromarray(image[y : y + side, x : x + side]).resize((32, 32), Image.Resampling.BICUBIC).save(
-                folder / name / f"{i:04d}.png"
-            )
-    (folder / "done").write_text("")
-    return folder
 
 
 def model_spec(dataset: str, *, num_samples: int = 256, cache: Path = CACHE) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from benchmarks.common import write_result
+from benchmarks.common import photo_folder, write_result
 from hpo.analysis.noise import pair_sd
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
 
@@ -72,29 +72,6 @@ STATISTICS: dict[str, Statistic] = {
 
 
 # ---------------------------------------------------------------- measuring (cached per model)
-
-
-def photo_folder(root: Path, per_image: int = 400) -> Path:
-    """Patches of scikit-learn's two sample photographs (china, flower): 2 classes of real photos."""
-    from PIL import Image
-    from sklearn.datasets import load_sample_images
-
-    folder = root / "photo-patches"
-    if (folder / "done").exists():
-        return folder
-    rng = np.random.default_rng(0)
-    photos = load_sample_images()
-    for name, image in zip(("china", "flower"), photos.images, strict=True):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        h, w, _ = image.shape
-        for i in range(per_image):
-            side = int(rng.integers(48, 128))
-            y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
-            Image.fromarray(image[y : y + side, x : x + side]).resize((32, 32), Image.Resampling.BICUBIC).save(
-                folder / name / f"{i:04d}.png"
-            )
-    (folder / "done").write_text("")
-    return folder
 
 
 def data_section(dataset: str, root: Path) -> dict[str, Any]:
