@@ -394,7 +394,7 @@ def measure_truth(m: Model) -> Measured:
     )  # fmt: skip
 
 
-def summarise(measured: Sequence[Measured]) -> dict[str, dict[str, Any]]:
+def summarise(measured: Sequence[Measured], *, across: bool = True) -> dict[str, dict[str, Any]]:
     """Per rule over ``measured``: mean ρ, the share of picks within the noise of truth's best (the
     tie margin 2·√2·sd of one trial value; and 2 sd of truth's own difference), regret in sd, and
     Spearman between the values it reports and the models' truth."""
@@ -415,9 +415,23 @@ def summarise(measured: Sequence[Measured]) -> dict[str, dict[str, Any]]:
             "regret_sd_mean": statistics.fmean(j.regret / m.sd for j, m in judged),
             "regret_sd_max": max(j.regret / m.sd for j, m in judged),
             "across_models": float(spearmanr(values, truths).statistic)
-            if len(judged) > 2 else None,
+            if across and len(judged) > 2 else None,
+            "separated_pairs": separated_pairs(judged) if across else None,
         }  # fmt: skip
     return out
+
+
+def separated_pairs(judged: Sequence[tuple[Judged, Measured]]) -> tuple[int, int] | None:
+    """Of the model pairs whose truths differ by more than the tie margin of their trial values
+    (2·√2 · the larger sd), how many the reported values order as truth does: (ordered, pairs)."""
+    pairs = ordered = 0
+    for i, (a, ma) in enumerate(judged):
+        for b, mb in judged[i + 1 :]:
+            gap = min(ma.truth.values()) - min(mb.truth.values())
+            if abs(gap) > 2 * math.sqrt(2) * max(ma.sd, mb.sd):
+                pairs += 1
+                ordered += (a.value - b.value) * gap > 0
+    return (ordered, pairs) if pairs else None
 
 
 def evaluate(measured: Sequence[Measured]) -> dict[str, Any]:
@@ -469,10 +483,40 @@ def main() -> None:
     if args.measure:
         return
     started = time.perf_counter()
-    results = {d: evaluate(load_measured(d, args.models)) for d in datasets}
+    measured = {d: load_measured(d, args.models) for d in datasets}
+    results = {d: evaluate(m) for d, m in measured.items()}
     for d, res in results.items():
         print_dataset(d, res)
-    write_result("sweep_truth", {"datasets": results, "seconds": time.perf_counter() - started})
+    every = [m for ms in measured.values() for m in ms]
+    good = [m for m in every if m.inside]
+    # FIDs of different datasets live in different feature spaces: no Spearman across them
+    pooled = {"good": summarise(good, across=False) if good else {}, "all": summarise(every, across=False)}
+    print(markdown(results, pooled))
+    write_result("sweep_truth", {"datasets": results, "pooled": pooled, "seconds": time.perf_counter() - started})
+
+
+def markdown(results: dict[str, dict[str, Any]], pooled: dict[str, dict[str, Any]]) -> str:
+    """docs/screening.md's table: per rule, the good models pooled (in noise, regret in sd: mean and
+    max) and each dataset's good models (in noise, Spearman across models), with the pairs of all its
+    models that truth separates beyond the tie margin and the values order alike."""
+    counts = {d: sum(m["inside"] for m in r["models"]) for d, r in results.items()}
+    head = ["rule", "cost", f"good models pooled ({sum(counts.values())}): in noise / in truth's noise / regret sd mean (max)"]
+    head += [
+        f"{d} ({counts[d]} good of {len(r['models'])}): in noise / ρ across good / separated pairs ordered (all)"
+        for d, r in results.items()
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, p in pooled["good"].items():
+        regret = f"{p['regret_sd_mean']:.2f} ({p['regret_sd_max']:.1f})"
+        row = [name, f"{p['cost']:.2f}×", f"{p['within_noise']:.0%} / {p['within_truth_noise']:.0%} / {regret}"]
+        for r in results.values():
+            g = r["good"].get(name)
+            across = "-" if g is None or g["across_models"] is None else f"{g['across_models']:.2f}"
+            a = r["all"][name]["separated_pairs"]
+            pairs = "-" if a is None else f"{a[0]}/{a[1]}"
+            row.append("-" if g is None else f"{g['within_noise']:.0%} / {across} / {pairs}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
