@@ -500,7 +500,8 @@ def markdown(results: dict[str, dict[str, Any]], pooled: dict[str, dict[str, Any
     max) and each dataset's good models (in noise, Spearman across models), with the pairs of all its
     models that truth separates beyond the tie margin and the values order alike."""
     counts = {d: sum(m["inside"] for m in r["models"]) for d, r in results.items()}
-    head = ["rule", "cost", f"good models pooled ({sum(counts.values())}): in noise / in truth's noise / regret sd mean (max)"]
+    pooled_head = f"good models pooled ({sum(counts.values())}): in noise / in truth's noise / regret sd mean (max)"
+    head = ["rule", "cost", pooled_head]
     head += [
         f"{d} ({counts[d]} good of {len(r['models'])}): in noise / ρ across good / separated pairs ordered (all)"
         for d, r in results.items()
