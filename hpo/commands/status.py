@@ -3,6 +3,7 @@ same words as in the report (``hpo.service.trials``)."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import textwrap
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
+from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.hardware import HardwareSummary, hardware_of
@@ -186,9 +188,17 @@ def trials_table(study: optuna.Study, metric: str, width: int | None = None) -> 
     return text + "\n" + "\n".join(textwrap.wrap(note, width or len(note)))
 
 
+@functools.lru_cache(maxsize=1)
+def storage_of(url: str) -> RDBStorage:
+    """One storage for the URL being shown: ``--watch`` re-reads it at every refresh instead of
+    opening an engine each time and collecting the last one, whose connection finalisers swallow a
+    Ctrl-C that lands in them (the watch then never ends)."""
+    return open_storage(url, must_exist=True)
+
+
 def shown_studies(url: str, study_name: str | None) -> list[optuna.Study]:
     """The study named, or every study in the storage."""
-    storage = open_storage(url, must_exist=True)
+    storage = storage_of(url)
     if study_name is not None:
         return [load(storage, study_name, redact(url))]
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)

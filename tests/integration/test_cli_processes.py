@@ -56,13 +56,20 @@ def test_status_watch_refreshes_until_the_study_is_finished_and_ctrl_c_ends_it_c
     study = new_study(tmp_path, "watched")  # n_trials 40: unfinished
     add(study, {"lr": 1e-3}, value=2.0, curve=[1.0])
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    env = {**hpo_env(url), "PYTHONFAULTHANDLER": "1"}  # a hang dumps every thread's stack on SIGABRT
     stopped = subprocess.Popen([sys.executable, "-m", "hpo", "status", "watched", "--watch", "0.2", "--json"],
-                               env=hpo_env(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert stopped.stdout is not None
     frames = [json.loads(stopped.stdout.readline()) for _ in range(2)]  # one JSON object per line
     assert all(f["study"]["finished"] == 1 and not f["study"]["done"] for f in frames)
     stopped.send_signal(signal.SIGINT)
-    assert stopped.wait(timeout=60) == 0, stopped.stderr.read() if stopped.stderr else ""
+    try:
+        _, err = stopped.communicate(timeout=60)  # drains both pipes while it stops
+    except subprocess.TimeoutExpired:
+        stopped.send_signal(signal.SIGABRT)
+        _, err = stopped.communicate(timeout=30)
+        raise AssertionError(f"Ctrl-C did not end hpo status --watch within 60 s; its stacks:\n{err[-4000:]}") from None
+    assert stopped.returncode == 0, err
     finished = new_study(tmp_path, "finished")
     for _ in range(40):
         add(finished, {"lr": 1e-3}, value=2.0, curve=[1.0])
