@@ -191,8 +191,7 @@ def trials_table(study: optuna.Study, metric: str, width: int | None = None) -> 
 @functools.lru_cache(maxsize=1)
 def storage_of(url: str) -> RDBStorage:
     """One storage for the URL being shown: ``--watch`` re-reads it at every refresh instead of
-    opening an engine each time and collecting the last one, whose connection finalisers swallow a
-    Ctrl-C that lands in them (the watch then never ends)."""
+    opening (and collecting) an engine each time."""
     return open_storage(url, must_exist=True)
 
 

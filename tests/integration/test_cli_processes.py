@@ -52,13 +52,20 @@ def test_a_launch_whose_workers_all_failed_exits_nonzero_and_says_why(tmp_path: 
     assert not (tmp_path / "reports").exists()  # no empty report
 
 
+def terminal_ctrl_c() -> None:
+    """Ctrl-C as a terminal delivers it: a suite started in the background (``cmd &`` in a
+    non-interactive shell) hands its children SIGINT ignored, and Python keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_status_watch_refreshes_until_the_study_is_finished_and_ctrl_c_ends_it_cleanly(tmp_path: Path) -> None:
     study = new_study(tmp_path, "watched")  # n_trials 40: unfinished
     add(study, {"lr": 1e-3}, value=2.0, curve=[1.0])
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
     env = {**hpo_env(url), "PYTHONFAULTHANDLER": "1"}  # a hang dumps every thread's stack on SIGABRT
     stopped = subprocess.Popen([sys.executable, "-m", "hpo", "status", "watched", "--watch", "0.2", "--json"],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=terminal_ctrl_c)  # fmt: skip
     assert stopped.stdout is not None
     frames = [json.loads(stopped.stdout.readline()) for _ in range(2)]  # one JSON object per line
     assert all(f["study"]["finished"] == 1 and not f["study"]["done"] for f in frames)
