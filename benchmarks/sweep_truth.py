@@ -52,9 +52,10 @@ from hpo.spec.counts import pca_dims
 TOTAL = 2048
 GUIDANCE = (1.0, 2.0, 3.0)
 STEPS = (10, 20, 30)
-# The quickstart's grid, and guidance 4 at 30 steps: a model whose best is guidance 3 is inside the
-# grid only if guidance 4 is worse (steps: more is better, the last is the edge a good model sits at).
-COMBOS = (*((w, s) for w in GUIDANCE for s in STEPS), (4.0, 30))
+# The quickstart's grid and an edge on each side at 30 steps: a model whose best is guidance 3 is
+# inside the grid only if guidance 4 is worse, one whose best is 1 only if 0.5 (towards the
+# unconditional model) is (steps: more is better, the last is the edge a good model sits at).
+COMBOS = ((0.5, 30), *((w, s) for w in GUIDANCE for s in STEPS), (4.0, 30))
 
 
 RECORDS = RESULTS / "sweep_truth"
@@ -68,7 +69,7 @@ def features_path(key: ModelKey, cache: Path = CACHE) -> Path:
     return cache / f"{key.name}-truth{TOTAL}.npz"
 
 
-def measure_model(key: ModelKey, cache: Path = CACHE) -> None:
+def measure_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> None:
     """Train (or load) ``key`` and cache each combination's features of TOTAL samples (only the
     combinations the cache lacks are sampled: a grid that grew costs its new combinations alone)."""
     import torch
@@ -78,11 +79,11 @@ def measure_model(key: ModelKey, cache: Path = CACHE) -> None:
     from hpo.spec.spec import spec_from_dict
 
     started = time.perf_counter()
-    train_model(key, cache)
+    train_model(key, cache, device)
     trained = time.perf_counter()
-    model, _, data = load_model(key, cache)
-    spec = spec_from_dict(model_spec(key.dataset, num_samples=TOTAL, cache=cache))
-    scorer = make_scorer(spec.score, data, device=torch.device("cpu"), cache_dir=cache / "scoring")
+    model, _, data = load_model(key, cache, device)
+    spec = spec_from_dict(model_spec(key.dataset, num_samples=TOTAL, cache=cache, device=device))
+    scorer = make_scorer(spec.score, data, device=torch.device(device), cache_dir=cache / "scoring")
     out: dict[str, Any] = {"reference": scorer.reference.features}
     if features_path(key, cache).exists():
         with np.load(features_path(key, cache)) as blob:
@@ -120,14 +121,14 @@ def measured(key: ModelKey, cache: Path = CACHE) -> bool:
         return "diverged" in blob.files or all(combo_label(w, s) in blob.files for w, s in COMBOS)
 
 
-def measure(datasets: tuple[str, ...], models: int, cache: Path = CACHE) -> None:
+def measure(datasets: tuple[str, ...], models: int, cache: Path = CACHE, device: str = "cpu") -> None:
     import torch
 
     torch.set_num_threads(1)
     cache.mkdir(parents=True, exist_ok=True)
     todo = keys(datasets, models)
     for key in unclaimed(todo, done=lambda k: measured(k, cache), claim_path=lambda k: cache / f"{k.name}.claim"):
-        measure_model(key, cache)
+        measure_model(key, cache, device)
         model = load_features(key, cache)
         if model is not None:
             write_record(measure_truth(model))
@@ -476,10 +477,11 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=MODELS)
     parser.add_argument("--measure", action="store_true", help="only train and sample what is missing")
     parser.add_argument("--tables", action="store_true", help="only the tables, from what is cached")
+    parser.add_argument("--device", default="cpu", help="where models train and sample: cpu, cuda, cuda:N")
     args = parser.parse_args()
     datasets = tuple(args.datasets.split(","))
     if not args.tables:
-        measure(datasets, args.models)
+        measure(datasets, args.models, device=args.device)
     if args.measure:
         return
     started = time.perf_counter()
