@@ -94,8 +94,13 @@ def train_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> Path
         state = {"state": None, "diverged": True}
     seconds = time.perf_counter() - started
     atomic_save(
-        {**state, "params": json.dumps(params), "train_seconds": seconds, "threads": torch.get_num_threads(),
-         "device": device},
+        {
+            **state,
+            "params": json.dumps(params),
+            "train_seconds": seconds,
+            "threads": torch.get_num_threads(),
+            "device": device,
+        },
         out,
     )
     return out
