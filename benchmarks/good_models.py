@@ -5,8 +5,9 @@ of the grid, where every statistic orders the combinations alike; a user's model
 the combinations differ by less than a finite count's own bias. Per dataset (digits; coloured shapes;
 patches of scikit-learn's two sample photographs), ``MODELS`` configurations are drawn around the
 quickstart's winners (lr 1e-3..6e-3, batch 32/64, T 250..1000, linear or cosine) and trained with the
-quickstart's network (16 px, base_channels 32, channel_mult [1, 2], µP at its own width) for 32 kimg:
-171-262 s each on one thread (7 models, two processes on 2 cores). The EMA weights are cached,
+quickstart's network (16 px, base_channels 32, channel_mult [1, 2], µP at its own width) for 32 kimg
+(shapes 128): 171-262 s each at 32 kimg on one CPU thread (two processes on 2 cores); on an H200,
+with 12-14 processes sharing it, 28-51 s at 32 kimg and 88-171 s at 128. The EMA weights are cached,
 so benchmarks that sample them again (the sweep's truth, the sampler frontier) pay for training once.
 
     from benchmarks.good_models import model_spec, load_model, train_model

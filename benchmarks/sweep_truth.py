@@ -1,9 +1,10 @@
 """Does a trial's sampling sweep report what its weights reach? Judged against an unbiased count,
 on good models.
 
-For every model of :mod:`benchmarks.good_models` (3 datasets × 6, trained for 32 kimg with the
-quickstart's network), each of the quickstart's 9 combinations (guidance 1/2/3 × DDIM 10/20/30, one
-noise and label set for all) draws ``TOTAL`` = 2 048 samples whose classifier features are cached.
+For every model of :mod:`benchmarks.good_models` (3 datasets, the quickstart's network trained for
+32 kimg, shapes 128), each of the 11 combinations of ``COMBOS`` (the quickstart's guidance 1/2/3 ×
+DDIM 10/20/30, and guidance 0.5 and 4 at 30 steps; one noise and label set for all) draws ``TOTAL``
+= 2 048 samples whose classifier features are cached.
 
 Truth, per combination: FID∞ (Chong & Forsyth, CVPR 2020): FID at counts evenly spaced in 1/n from
 512 to 2 048 (each the mean over random subsets), a line in 1/n, its intercept. Each sweep rule is
@@ -20,6 +21,7 @@ exactly as :func:`hpo.scoring.sweep.run_sweep` draws them — and judged by
 
     .venv/bin/python -m benchmarks.sweep_truth              # train + sample what is missing, then the tables
     .venv/bin/python -m benchmarks.sweep_truth --measure    # only train and sample (start one per free core)
+    benchmarks/sweep_truth_parallel.sh 14 270 --device cuda --models 10   # on a GPU, 14 processes
 
 Weights and features are cached under /tmp/hpo-bench-cache/good-models (resumable, shareable by
 processes); each model's judged record (truth, noise, every rule's pick and value) is kept in

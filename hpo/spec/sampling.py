@@ -19,9 +19,9 @@ from hpo.spec.rules import check_guidance, check_sigma_rel, require
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
-# Screened combinations completed to the full count: on 6 good CPU models the screen's best 1 missed
-# truth's best on 4 (once beyond truth's noise), its best 3 on none beyond it (benchmarks/sweep_truth.py,
-# docs/screening.md).
+# Screened combinations completed to the full count: on 15 good models (H200-trained, classifier
+# features) the screen's best 1 reported a combination outside the noise of truth's best on 1 (4.7 sd),
+# its best 3 on none (regret at most 0.7 sd; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
 ScreenBy = Literal["pca", "kid", "fid"]
 SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
