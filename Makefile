@@ -4,7 +4,7 @@ VENV   ?= .venv
 TORCH  ?= -r requirements-torch.txt  # the image installs the same file
 BIN     = $(VENV)/bin
 
-.PHONY: setup quickstart test test-all test-tiers lint test-containers test-slurm
+.PHONY: setup quickstart test test-all test-tiers lint test-containers test-slurm test-crowd
 
 # The quickstart's install: torch and the project, nothing else.
 $(BIN)/hpo: pyproject.toml requirements-torch.txt
@@ -38,7 +38,7 @@ test: lint
 # Every tier, as CI runs it: the default tier, then integration/, e2e/ and deploy/ (servers, processes,
 # browsers, full-size networks) on two processes of one torch thread each (a file stays on one
 # process: its shared fixtures are built once), then the containers and Slurm (root).
-test-all: test test-tiers test-containers test-slurm
+test-all: test test-tiers test-crowd test-containers test-slurm
 
 test-tiers: $(TEST_EXTRAS)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --tier integration,e2e,deploy -n 2 --dist loadfile
@@ -60,3 +60,11 @@ test-slurm: $(TEST_EXTRAS)
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client munge; fi
 	$(BIN)/python -m pytest -q -s -m slurm tests/deploy/test_slurm.py
+
+# 24 worker processes on one 100-trial study through PgBouncer (transaction pooling, 20 server
+# connections) on a throwaway PostgreSQL, with a chaos loop of SIGKILLs and a database restart, then
+# calm; prints the figures docs/scale.md quotes (PgBouncer installed when missing).
+test-crowd: $(TEST_EXTRAS)
+	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends pgbouncer; }
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -s -m crowd tests/deploy/test_crowd.py

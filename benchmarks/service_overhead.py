@@ -2,10 +2,12 @@
 exact trial count, one trial per optimize call) against plain Optuna doing the same trials.
 
 Training is replaced by sleeps; workers are threads, each with its own storage and connection pool,
-as separate processes would have. 1, 8 and 32 concurrent workers; studies already holding 100 and
-1 000 finished trials. Starts its own throwaway PostgreSQL server (as in the tests).
+as separate processes would have. 1, 8, 24 and 32 concurrent workers; studies already holding 100
+and 1 000 finished trials. Starts its own throwaway PostgreSQL server (as in the tests); with
+``--pgbouncer``, both arms reach it through a PgBouncer of its own in transaction mode with 20 server
+connections (what docs/scale.md recommends past ~45 workers).
 
-    .venv/bin/python -m benchmarks.service_overhead [--quick]
+    .venv/bin/python -m benchmarks.service_overhead [--quick] [--pgbouncer]
 
 Targets: ours <= 1.1x plain Optuna, and < 2 % of a 60-second trial at 32 workers.
 """
@@ -18,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -31,6 +34,7 @@ from hpo.service.urls import resolve_url
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
 from tests.pg import PgServer, start_server, stop_server
+from tests.pgbouncer import Bouncer, start_bouncer, stop_bouncer
 from tests.service_helpers import write_spec
 
 REPORTS, SLEEP = 4, 0.05  # per trial: 4 intermediate reports, 50 ms of "training" before each
@@ -117,12 +121,22 @@ def trials_per_worker(n_workers: int) -> int:
     return max(2, 64 // n_workers)
 
 
-def overhead(server: PgServer, folder: Path, label: str, runner: Runner, n_workers: int, finished: int) -> float:
+@dataclass(frozen=True)
+class Database:
+    server: PgServer
+    bouncer: Bouncer | None  # the way in, when given
+
+    def create(self, name: str) -> str:
+        direct = self.server.create_database(name)
+        return resolve_url(self.bouncer.url(name) if self.bouncer is not None else direct)
+
+
+def overhead(db: Database, folder: Path, label: str, runner: Runner, n_workers: int, finished: int) -> float:
     """Seconds per trial that ``runner``'s workers spend outside the sleeps, on a fresh database whose
     study already holds ``finished`` trials."""
     per_worker = trials_per_worker(n_workers)
     name = f"{label}-{n_workers}-{finished}"
-    url = resolve_url(server.create_database(name.replace("-", "_")))
+    url = db.create(name.replace("-", "_"))
     spec_path = write_spec(
         folder,
         f"{name}.yaml",
@@ -138,9 +152,9 @@ def overhead(server: PgServer, folder: Path, label: str, runner: Runner, n_worke
     return (wall * n_workers - trials * REPORTS * SLEEP) / trials
 
 
-def measure_row(server: PgServer, folder: Path, n_workers: int, finished: int) -> dict[str, float]:
+def measure_row(db: Database, folder: Path, n_workers: int, finished: int) -> dict[str, float]:
     """One configuration, plain Optuna then hpo: its printed row, and the row's figures by name."""
-    plain_s, hpo_s = (overhead(server, folder, label, runner, n_workers, finished) for label, runner in RUNNERS)
+    plain_s, hpo_s = (overhead(db, folder, label, runner, n_workers, finished) for label, runner in RUNNERS)
     row = {
         "workers": n_workers, "finished": finished, "trials_per_worker": trials_per_worker(n_workers),
         "plain_ms_per_trial": plain_s * 1000, "hpo_ms_per_trial": hpo_s * 1000, "ratio": hpo_s / plain_s,
@@ -156,23 +170,35 @@ def measure_row(server: PgServer, folder: Path, n_workers: int, finished: int) -
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer configurations")
+    parser.add_argument(
+        "--pgbouncer", action="store_true", help="through PgBouncer (transaction mode, 20 server connections)"
+    )
     args = parser.parse_args()
     logging.disable(logging.INFO)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    configs = [(1, 100), (8, 100), (32, 1000)] if args.quick else [(1, 100), (8, 100), (32, 100), (8, 1000), (32, 1000)]
+    configs = (
+        [(1, 100), (8, 100), (24, 100)]
+        if args.quick
+        else [(1, 100), (8, 100), (24, 100), (32, 100), (8, 1000), (32, 1000)]
+    )
     server = start_server()
+    bouncer = start_bouncer(server, pool=20) if args.pgbouncer else None
     try:
         with tempfile.TemporaryDirectory() as tmp:
             print(
                 f"{'workers':>7} {'finished':>8} {'plain ms/trial':>15} {'hpo ms/trial':>13} {'ratio':>6} "
                 f"{'% of 60 s':>9}"
             )
-            rows = [measure_row(server, Path(tmp), n_workers, finished) for n_workers, finished in configs]
+            db = Database(server, bouncer)
+            rows = [measure_row(db, Path(tmp), n_workers, finished) for n_workers, finished in configs]
     finally:
+        if bouncer is not None:
+            stop_bouncer(bouncer)
         stop_server(server)
-    write_result("service_overhead", {
+    name = "service_overhead_pgbouncer" if args.pgbouncer else "service_overhead"
+    write_result(name, {
         "mode": "quick" if args.quick else "full", "reports_per_trial": REPORTS, "sleep_s_per_report": SLEEP,
-        "rows": rows,
+        "pgbouncer": args.pgbouncer, "rows": rows,
     })  # fmt: skip
 
 

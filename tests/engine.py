@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from tests.pg import free_port
+from tests.service_helpers import terminate
 
 ROOT = Path(__file__).parent.parent
 BASE = "hpo-test/debian:bookworm"
@@ -88,12 +89,7 @@ def engine() -> Iterator[Engine]:
         yield eng
     finally:
         assert eng.proc is not None
-        eng.proc.terminate()
-        try:
-            eng.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            eng.proc.kill()
-            eng.proc.wait()
+        terminate(eng.proc, timeout=60)
         log.close()
         unmount_under(root)
         if not keep:

@@ -32,6 +32,7 @@ class PgServer:
     bindir: Path
     datadir: Path
     port: int
+    options: str = ""  # more server settings, e.g. "-c shared_preload_libraries=pg_stat_statements"
 
     @property
     def url(self) -> str:
@@ -45,7 +46,7 @@ class PgServer:
 
     def pg_ctl(self, action: str, *extra: str) -> None:
         """``pg_ctl ACTION`` (start, stop, restart) with ``extra`` options such as ``-m immediate``."""
-        opts = f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        opts = f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1 -c max_connections=200 {self.options}"
         log = str(self.datadir / "log.txt")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-o", opts, "-w", "-l", log, action, *extra)
 
@@ -71,14 +72,14 @@ class PgServer:
         return f"postgresql://hpo:{PASSWORD}@127.0.0.1:{self.port}/{name}"
 
 
-def start_server() -> PgServer:
+def start_server(options: str = "") -> PgServer:
     bindir = find_bin()
     if bindir is None:
         raise FileNotFoundError("PostgreSQL server binaries (initdb) not found")
     datadir = Path(tempfile.mkdtemp(prefix="hpo-pg-"))
     if os.geteuid() == 0:
         shutil.chown(datadir, "postgres", "postgres")
-    server = PgServer(bindir, datadir, free_port())
+    server = PgServer(bindir, datadir, free_port(), options)
     server._run(
         str(bindir / "initdb"),
         "-D",

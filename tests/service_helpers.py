@@ -85,6 +85,16 @@ def hpo(
     )
 
 
+def terminate(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited within ``timeout`` seconds; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def start_worker(url: str, folder: Path, *extra: str) -> subprocess.Popen[str]:
     args = ["worker", "--exit-when-idle", "--poll", "0.5", "--threads", "1", "--artifacts", str(folder / "artifacts")]
     args += list(extra)

@@ -15,6 +15,13 @@ CHECKED_AGAINST = "5.0.0"  # the Optuna whose source these names were read in: r
 #   database outage are not held against their trials.
 # - _get_trials, _get_best_trial_id: how Optuna's _CachedStorage (around every Study's storage)
 #   reads trials; retried through an outage, or a pruning check during a restart fails its trial.
+# The RDB schema's two tables a trial's liveness lives in: a RUNNING trial whose worker died between
+# creating it and its first heartbeat has no row in trial_heartbeats, and Optuna's stale check skips it
+# (it looks only at trials that have beaten), so it would stay RUNNING forever and hold a slot.
+RUNNING_WITHOUT_HEARTBEAT = """
+SELECT t.trial_id FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id
+WHERE t.study_id = :study_id AND t.state = 'RUNNING' AND h.trial_id IS NULL
+"""
 PRIVATE_READS = ("_get_trials", "_get_best_trial_id")  # retried through an outage like the public reads
 PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", *PRIVATE_READS)
 

@@ -40,7 +40,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.errors import HpoError
 from hpo.service.db_errors import describe_error, is_concurrent_creation, is_connection_error, with_backoff
-from hpo.service.optuna_internals import PRIVATE_READS
+from hpo.service.optuna_internals import PRIVATE_READS, RUNNING_WITHOUT_HEARTBEAT
 from hpo.service.trials import RetryStaleTrial
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
 from hpo.spec.rules import HEARTBEAT_INTERVAL, grace_seconds
@@ -96,6 +96,7 @@ class ResilientStorage(RDBStorage):
         self._lock = threading.Lock()
         self._retrying_here = threading.local()
         self._beat_failing: dict[int, tuple[float, float]] = {}  # trial id: (failing since, last said)
+        self._unbeaten: dict[int, dict[int, float]] = {}  # study id → {RUNNING trial id, no beat yet: first seen}
         event.listen(self.engine, "invalidate", self._on_connection_lost)
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -224,9 +225,22 @@ class ResilientStorage(RDBStorage):
         def stale() -> list[int]:
             if time.monotonic() - self._last_outage < grace or self._server_uptime() < grace:
                 return []  # heartbeats that lapsed during an outage are not held against their trials
-            return RDBStorage._get_stale_trial_ids(self, study_id)
+            return RDBStorage._get_stale_trial_ids(self, study_id) + self._never_beaten(study_id, grace)
 
         return self.retrying(stale, "checking for stale trials")
+
+    def _never_beaten(self, study_id: int, grace: float) -> list[int]:
+        """RUNNING trials that this process has seen without a heartbeat for longer than ``grace``:
+        their worker died between creating the trial and its first beat (Optuna's check skips them).
+        Timed by this process's own clock from when it first saw each, not by the trial's start
+        time, which its worker wrote in its own host's local time."""
+        with self.engine.connect() as conn:
+            ids = set(conn.execute(text(RUNNING_WITHOUT_HEARTBEAT), {"study_id": study_id}).scalars())
+        now = time.monotonic()
+        with self._lock:
+            before = self._unbeaten.get(study_id, {})
+            seen = self._unbeaten[study_id] = {i: before.get(i, now) for i in ids}
+        return sorted(i for i, first in seen.items() if now - first > grace)
 
     def _server_uptime(self) -> float:
         if self.engine.dialect.name != "postgresql":

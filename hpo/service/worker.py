@@ -89,6 +89,7 @@ class Worker:
         self.placement = placement_here(self.device, opts.worker_index)
         self.contexts: dict[str, tuple[StudyContext, optuna.Study, ResilientStorage]] = {}
         self.trials_run = 0
+        self.lock_waits: list[float] = []  # seconds each start-lock acquire waited
         self.stopping = False
         self.stop_acknowledged = False
         self.in_trial = False
@@ -155,6 +156,7 @@ class Worker:
         n_trials, retries = ctx.spec.study.n_trials, ctx.spec.study.max_retries
         lock = StartLock(self.opts.url, storage, name)
         with lock:
+            self.lock_waits.append(lock.waited)
             p = progress(study, n_trials, max_retries=retries)
             if p.waiting == 0 and p.slots >= n_trials:
                 return Outcome.DONE if p.done else Outcome.BUSY
@@ -248,6 +250,7 @@ class Worker:
                 time.sleep(self.opts.poll_seconds)
             if self.stopping and not self.stop_acknowledged:
                 log.info("stopped by SIGTERM; no trial was running")
+            log.info("worker exiting: %s", exit_text(self.trials_run, self.lock_waits))
         finally:
             self.reaper.stop()
             if main_thread:
@@ -301,6 +304,19 @@ class Reaper:
     def _interval(self) -> float:
         intervals = [ctx.spec.study.heartbeat_interval for ctx, _, _ in list(self.worker.contexts.values())]
         return float(min(intervals)) if intervals else 5.0
+
+
+def exit_text(trials: int, lock_waits: list[float]) -> str:
+    """The worker's last line: trials run and how long it waited for the start lock (contention
+    between workers shows here first)."""
+    if not lock_waits:
+        return f"{trials} trials run"
+    waits = sorted(lock_waits)
+    p50, p99 = waits[len(waits) // 2], waits[min(len(waits) - 1, int(0.99 * len(waits)))]
+    return (
+        f"{trials} trials run; start lock taken {len(waits)} times, waited p50 {p50:.3f} s, "
+        f"p99 {p99:.3f} s, max {waits[-1]:.3f} s"
+    )
 
 
 def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:
