@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from hpo.service.storage import Heartbeat, open_storage
@@ -20,6 +21,7 @@ def fail_stale(study: optuna.Study) -> None:
         optuna.storages.fail_stale_trials(study)
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")  # ask() here
 def test_a_running_trial_that_never_beat_is_failed_after_the_grace_period_and_retried(tmp_path: Path) -> None:
     storage = open_storage(f"sqlite:///{tmp_path / 'hpo.db'}", Heartbeat(interval=1, grace_period=1, max_retries=2))
     study = optuna.create_study(study_name="s", storage=storage)
