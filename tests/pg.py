@@ -91,10 +91,26 @@ def start_server(options: str = "") -> PgServer:
         "-E",
         "UTF8",
     )
-    server.pg_ctl("start")
+    start_on_a_free_port(server)
     server.psql(f"CREATE ROLE hpo LOGIN PASSWORD '{PASSWORD}'")
     server.psql("CREATE DATABASE hpo OWNER hpo")
     return server
+
+
+def start_on_a_free_port(server: PgServer, tries: int = 3) -> None:
+    """``pg_ctl start``, on a new free port when it fails: the port was free when drawn, and another
+    process can take it before the server binds it (once in CI, a whole xdist process's PostgreSQL
+    tests errored). The last failure raises with pg_ctl's output and the server's log."""
+    for attempt in range(1, tries + 1):
+        try:
+            server.pg_ctl("start")
+            return
+        except subprocess.CalledProcessError as err:
+            log = server.datadir / "log.txt"
+            said = f"{err.stdout}{err.stderr}{log.read_text(errors='replace')[-3000:] if log.exists() else ''}"
+            if attempt == tries:
+                raise RuntimeError(f"PostgreSQL did not start on port {server.port} ({tries} tries): {said}") from err
+            server.port = free_port()
 
 
 def stop_server(server: PgServer) -> None:
