@@ -488,21 +488,13 @@ def confirm_cmd(
     ] = False,
 ) -> None:
     """Retrain the top configurations with fresh seeds, through the workers, and give a verdict."""
-    from hpo.commands.confirm import run_confirm
+    from hpo.commands.confirm import request_of, run_confirm
     from hpo.commands.launch import LocalWorkers
-    from hpo.errors import HpoError
-    from hpo.service.confirm import parse_budgets
-    from hpo.service.width_ladder import parse_widths
 
     logs()
-    if budgets is not None and kimg is not None:
-        raise HpoError("--budgets and --kimg: give one; --budgets 1,4,16 scores every rung of one long run")
-    if widths is not None and (budgets is not None or kimg is not None):
-        raise HpoError("--widths with --budgets or --kimg: give one; a width ladder trains at the study's budget")
-    run_confirm(study, storage=storage, top=top, seeds=seeds, kimg=kimg, detach=detach, artifacts=artifacts,
-                local=LocalWorkers(workers, threads=threads, gpus=gpus), as_json=json_,
-                budgets=parse_budgets(budgets) if budgets is not None else None,
-                widths=parse_widths(widths) if widths is not None else None, lrs=lrs)  # fmt: skip
+    request = request_of(top=top, seeds=seeds, kimg=kimg, budgets=budgets, widths=widths, lrs=lrs)
+    run_confirm(study, request, storage=storage, detach=detach, artifacts=artifacts, as_json=json_,
+                local=LocalWorkers(workers, threads=threads, gpus=gpus))  # fmt: skip
 
 
 @command("export")

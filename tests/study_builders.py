@@ -9,9 +9,12 @@ from typing import Any
 import numpy as np
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from hpo.analysis.sweep import ComboScore
+from hpo.companions import kind_for
+from hpo.companions.base import Request
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
@@ -81,3 +84,18 @@ def planted_sweep(grid: dict[tuple[int, float], float]) -> list[dict[str, object
         ComboScore(SamplingConfig(guidance_scale=w, ddim_steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()
         for (n, w), v in grid.items()
     ]
+
+
+def create_companion(
+    source: optuna.Study,
+    storage: RDBStorage,
+    *,
+    top: int,
+    seeds: int,
+    kimg: float | None,
+    budgets: list[int] | None = None,
+) -> optuna.Study:
+    """A confirmation (or, with ``budgets``, a budget ladder) of ``source``, created through the registry
+    as ``hpo confirm`` creates it."""
+    request = Request(top=top, seeds=seeds, kimg=kimg, budgets=budgets)
+    return kind_for(request).create(source, storage, request)

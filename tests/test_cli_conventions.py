@@ -19,10 +19,9 @@ from hpo.analysis.hardware import HardwareSummary
 from hpo.analysis.placement import Placement
 from hpo.cli import Group
 from hpo.commands.status import trial_columns
-from hpo.service.confirm import create_companion
 from tests.cli import command, run_cli
 from tests.service_helpers import storage_of, write_spec
-from tests.study_builders import add, new_study
+from tests.study_builders import add, create_companion, new_study
 
 OUTPUTS = {
     "init": "file",

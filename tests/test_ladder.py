@@ -11,14 +11,14 @@ import optuna
 import pytest
 
 from hpo.analysis.record import FLOOR_ATTR, LADDER
+from hpo.commands.confirm import parse_budgets
+from hpo.companions.ladder import ladder_verdict
 from hpo.errors import HpoError
-from hpo.service.confirm import create_companion, parse_budgets
-from hpo.service.ladder import ladder_verdict
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec
 from tests.service_helpers import storage_of, study_report, write_spec
-from tests.study_builders import add, random_params
+from tests.study_builders import add, create_companion, random_params
 
 BUDGETS = [1, 2, 4, 8, 16]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,11 @@ BELOW = {
     "scoring": {"spec", "diffusion", "training", "analysis", "errors", "files"},
     "doctor": {"spec", "diffusion", "training", "errors", "files"},
     "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors", "files"},
-    "report": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
-}
+    "companions": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
+    "report": {
+        "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "analysis", "errors", "files",
+    },
+}  # fmt: skip
 TOP = {"commands", "cli", "__main__"}  # may import everything
 
 
@@ -66,8 +70,23 @@ def test_layer_imports_only_the_layers_below_it(layer: str) -> None:
     assert not wrong, wrong
 
 
+def may_import(docstring: str) -> set[str]:
+    """The layers a package's docstring says it may import: every ``hpo.X`` from "May import:" to the
+    end of that sentence or a "Never"."""
+    said = docstring.split("May import:", 1)[1]
+    said = re.split(r"\.\s|\.$|Never", said, maxsplit=1)[0]
+    return set(re.findall(r"``hpo\.(\w+)``", said))
+
+
+@pytest.mark.parametrize("layer", sorted(name for name in BELOW if (ROOT / name / "__init__.py").exists()))
+def test_each_package_docstring_names_the_layers_the_table_lets_it_import(layer: str) -> None:
+    docstring = ast.get_docstring(ast.parse((ROOT / layer / "__init__.py").read_text())) or ""
+    assert "May import:" in docstring, f"hpo/{layer}/__init__.py: no 'May import:' line"
+    assert may_import(docstring) == BELOW[layer], f"hpo/{layer}/__init__.py says {sorted(may_import(docstring))}"
+
+
 def test_importing_the_lower_layers_pulls_in_no_command_cli_or_report() -> None:
-    lower = ("diffusion", "training", "scoring", "service", "spec", "doctor", "tracking")
+    lower = ("diffusion", "training", "scoring", "service", "spec", "doctor", "tracking", "companions")
     modules = [module_name(p) for layer in lower for p in sorted((ROOT / layer).rglob("*.py"))]
     code = (
         "import importlib, sys\n"

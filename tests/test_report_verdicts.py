@@ -15,10 +15,10 @@ from optuna.trial import TrialState
 from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.noise import Noise
 from hpo.analysis.ranking import ties_with_best
+from hpo.companions.confirm import verdict
 from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of
-from hpo.service.confirm import create_companion, verdict
 from tests.service_helpers import storage_of, study_report
-from tests.study_builders import add, new_study, planted_sweep, random_params, structured_study
+from tests.study_builders import add, create_companion, new_study, planted_sweep, random_params, structured_study
 
 
 @pytest.fixture(scope="module")

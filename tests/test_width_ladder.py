@@ -12,11 +12,13 @@ import optuna
 import pytest
 
 from hpo.analysis.record import WIDTHS
+from hpo.commands.confirm import parse_widths
+from hpo.companions.widths import create as create_width_companion
+from hpo.companions.widths import lr_grid, width_verdict, widths_of
 from hpo.errors import HpoError
 from hpo.service.space import suggest
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
-from hpo.service.width_ladder import create_width_companion, lr_grid, parse_widths, width_verdict, widths_of
 from hpo.spec.loading import load_spec
 from tests.service_helpers import write_spec
 from tests.study_builders import add, random_params

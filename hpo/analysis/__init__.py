@@ -1,3 +1,6 @@
 """The read side: what a study's runs conclude (pure functions of their scores; no storage, no torch),
 and the records its trials store with what is said about them (what ``hpo status``, ``narrow`` and
-``report`` read without importing torch)."""
+``report`` read without importing torch).
+
+May import: ``hpo.spec``, ``hpo.errors``, ``hpo.files``.
+"""

@@ -21,25 +21,12 @@ from hpo.analysis.placement import Placement
 from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
+from hpo.analysis.tables import cell_text, table
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
 from hpo.service.urls import redact
 from hpo.spec.sampling import SamplingConfig
-
-
-def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    cells = [[str(c) for c in header]] + [[cell_text(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def cell_text(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "-" if value is None else str(value)
 
 
 def best_text(study: optuna.Study, p: Progress) -> str:

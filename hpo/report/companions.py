@@ -1,41 +1,65 @@
-"""The studies ``hpo confirm`` creates beside a study (confirmation, budget ladder, width ladder),
-found from the study's pointer to them: the companion, or the paragraph to show in its place."""
+"""The report's sections for the companion studies (:data:`hpo.companions.KINDS`, in that order):
+each kind's reading as blocks, or what is not known yet and the command that asks it; and how a
+block looks. Formats only: every verdict is the kind's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from html import escape
 
 import optuna
 
-from hpo.analysis.record import StudyRecord
+from hpo.companions import KINDS
+from hpo.companions.base import Kind, find_companion
+from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
+from hpo.report import figures
 
 
 def next_step(text: str) -> str:
     return f"<p class='next'><b>Next:</b> {escape(text)}</p>"
 
 
-def not_yet(missing: str, command: str, why: str) -> str:
-    """What a study has not been asked yet, and the command that asks it."""
-    return f"<p>{escape(missing)}</p>" + next_step(f"run `{command}` ({why}).")
+def paragraph_html(p: Paragraph) -> str:
+    label = f"<b>{escape(p.label)}</b> " if p.label else ""
+    if p.style == "lead":
+        return f"<p>{label}<b>{escape(p.text)}</b></p>"
+    css = " class='note'" if p.style == "note" else ""
+    return f"<p{css}>{label}{escape(p.text)}</p>"
 
 
-def companion_section(
-    study: optuna.Study,
-    storage: optuna.storages.BaseStorage,
-    pointer: str,
-    body: Callable[[optuna.Study], str],
-    *,
-    absent: str,
-    kind: str,
-) -> str:
-    """``body`` of the companion that ``pointer`` (a study attribute) names; ``absent`` (HTML) when there
-    is none yet, a line saying so when the pointer outlived its study."""
-    name = StudyRecord.of(study).text(pointer)
-    if name is None:
-        return absent
-    try:
-        companion = optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        return f"<p>The {kind} study {escape(name)} is gone.</p>"
-    return body(companion)
+def table_html(t: Table) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in t.header)
+    rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    return f"<table><tr>{head}</tr>{rows}</table>"
+
+
+def block_html(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        return paragraph_html(block)
+    if isinstance(block, Table):
+        return table_html(block)
+    if isinstance(block, Items):
+        return "<ul>" + "".join(f"<li>{escape(i)}</li>" for i in block.items) + "</ul>"
+    if isinstance(block, Chart):
+        return figures.figure_html(block.figure, block.caption)
+    if isinstance(block, NextStep):
+        return next_step(f"run `{block.command}` ({block.why}).")
+    raise TypeError(f"no HTML for report block {block!r}")
+
+
+def blocks_html(blocks: list[Block]) -> str:
+    return "".join(block_html(b) for b in blocks)
+
+
+def companion_html(kind: Kind, study: optuna.Study, storage: optuna.storages.BaseStorage, metric: str) -> str:
+    """The kind's section: its companion's reading, what to run when there is none, a line when the
+    companion the study points to is gone."""
+    found = find_companion(study, storage, kind.pointer)
+    if found is None:
+        return blocks_html(kind.absent(study.study_name))
+    if isinstance(found, str):
+        return f"<p>The {escape(kind.name)} study {escape(found)} is gone.</p>"
+    return blocks_html(kind.read(study, found, metric).blocks())
+
+
+def companions_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metric: str) -> str:
+    return "".join(f"<h2>{escape(kind.heading)}</h2>{companion_html(kind, study, storage, metric)}" for kind in KINDS)

@@ -9,7 +9,6 @@ import base64
 import datetime
 import logging
 from collections.abc import Sequence
-from functools import partial
 from html import escape
 from pathlib import Path
 
@@ -24,14 +23,14 @@ from hpo.analysis.narrow import narrow
 from hpo.analysis.placement import Placement
 from hpo.analysis.progress import fidelity_text, floor_reading
 from hpo.analysis.ranking import ties_with_best
-from hpo.analysis.record import CONFIRMED_BY, PRUNING_METRIC, StudyRecord, TrialRecord
+from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import validation_trend
 from hpo.analysis.sweep import ema_sentence, statistic_text
 from hpo.errors import HpoError
 from hpo.files import atomic_write
 from hpo.report import figures
 from hpo.report.bundle import loader_html
-from hpo.report.companions import companion_section, next_step
+from hpo.report.companions import companions_html, next_step
 from hpo.report.data import (
     FailureGroup,
     Summary,
@@ -45,9 +44,6 @@ from hpo.report.data import (
     validation_points,
     wall_seconds,
 )
-from hpo.report.ladder import ladder_html
-from hpo.report.widths import widths_html
-from hpo.service.confirm import verdict
 from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
@@ -273,30 +269,6 @@ def hardware_html(trials: Sequence[FrozenTrial], most: int = 40) -> str:
     return f"{warn}<ul>{lines}</ul>{more}"
 
 
-def confirm_html(study: optuna.Study, storage: optuna.storages.BaseStorage) -> str:
-    absent = "<p>Not confirmed yet: the ranking above comes from shortened runs.</p>" + next_step(
-        f"run `hpo confirm {study.study_name}` to retrain the top configurations with fresh seeds."
-    )
-    body = partial(confirm_body, study)
-    return companion_section(study, storage, CONFIRMED_BY, body, absent=absent, kind="confirmation")
-
-
-def confirm_body(study: optuna.Study, companion: optuna.Study) -> str:
-    v = verdict(study, companion)
-    rows = "".join(
-        f"<tr><td>#{c.trial}{' (baseline)' if c.baseline else ''}</td><td>{c.study_value:.4g}</td>"
-        f"<td>{(f'{c.mean:.4g} ± {c.spread:.2g}') if c.values else '—'}</td><td>{len(c.values)}</td></tr>"
-        for c in v.configs
-    )
-    rho = f"{v.rank_correlation:.2f}" if v.rank_correlation is not None else "n/a (fewer than 3 configurations)"
-    return (
-        f"<p><b>{escape(v.text)}</b></p><table><tr><th>configuration</th><th>in the study</th>"
-        "<th>confirmed (mean ± sd)</th>"
-        f"<th>seeds</th></tr>{rows}</table><p class='note'>{v.finished} of {v.expected} runs finished at "
-        f"{v.budget_ratio:g}× the study's budget; rank correlation of study and confirmed order: {escape(rho)}.</p>"
-    )
-
-
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222;
 box-sizing:border-box}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;
@@ -436,15 +408,11 @@ def render(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None)
         search_html(study, trials, fid_imp, s.metric_name, colours),
         "<h2>Samples</h2>",
         samples_html(trials, study, store, s),
-        "<h2>Confirmed at full length?</h2>",
-        confirm_html(study, storage),
         "<h2>Use the winner</h2>",
         winner_html(study, s, artifact_dir),
-        "<h2>Is it still learning at longer budgets? When to stop?</h2>",
+        "<h2>When to stop?</h2>",
         stop_html(done),
-        ladder_html(study, storage, s.metric_name),
-        "<h2>Does the learning rate hold on a wider network?</h2>",
-        widths_html(study, storage, s.metric_name),
+        companions_html(study, storage, s.metric_name),
         "<h2>Failures and pruned trials</h2>",
         failures_html(failure_groups(trials)),
         "<h2>Hardware</h2>",

@@ -2,5 +2,5 @@
 extractors (Inception, or a classifier trained on the data), weights provisioning, and the
 sampling sweep that scores one trained model at every (guidance, DDIM steps, η) combination.
 
-May import: ``hpo.spec``, ``hpo.diffusion``, ``hpo.training``, ``hpo.errors``.
+May import: ``hpo.spec``, ``hpo.diffusion``, ``hpo.training``, ``hpo.analysis``, ``hpo.errors``, ``hpo.files``.
 """

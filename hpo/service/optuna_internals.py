@@ -4,9 +4,15 @@ reshapes one, instead of a worker failing mid-study."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
+
+if TYPE_CHECKING:  # annotations only (ResilientStorage's written-out methods): never imported at run time
+    from optuna._typing import JSONSerializable as JSONSerializable
+    from optuna.study._frozen import FrozenStudy as FrozenStudy
 
 CHECKED_AGAINST = "5.0.0"  # the Optuna whose source these names were read in: re-read them on another
 

@@ -20,30 +20,33 @@ A database restart must not cost healthy trials anything. :class:`ResilientStora
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import optuna
 from optuna.storages import RDBStorage
-from optuna.trial import TrialState
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import event, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.errors import HpoError
 from hpo.service.db_errors import describe_error, is_concurrent_creation, is_connection_error, with_backoff
-from hpo.service.optuna_internals import PRIVATE_READS, RUNNING_WITHOUT_HEARTBEAT
+from hpo.service.optuna_internals import RUNNING_WITHOUT_HEARTBEAT
 from hpo.service.trials import RetryStaleTrial
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
 from hpo.spec.rules import HEARTBEAT_INTERVAL, grace_seconds
+
+if TYPE_CHECKING:  # private Optuna names, for the annotations of the storage methods only
+    from hpo.service.optuna_internals import FrozenStudy, JSONSerializable
 
 log = logging.getLogger("hpo.storage")
 
@@ -52,6 +55,7 @@ log = logging.getLogger("hpo.storage")
 POOL = {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True, "pool_recycle": 300}
 HEARTBEAT_WARN_EVERY = 60.0  # seconds: a failing heartbeat is said at first, then once a minute
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -249,45 +253,84 @@ class ResilientStorage(RDBStorage):
             seconds = conn.execute(text("SELECT EXTRACT(EPOCH FROM now() - pg_postmaster_start_time())")).scalar()
         return float(seconds or 0.0)
 
+    # Retried through an outage: every read, and the writes that set a value (not the ones that append);
+    # the two private reads: see hpo.service.optuna_internals. Finishing a trial and heartbeats: above.
+    # Creating studies and trials, setting params and study system attributes, deleting: not retried.
 
-# Every read, and the writes that set a value (not the ones that append); the private two: see
-# hpo.service.optuna_internals.
-IDEMPOTENT = (
-    *PRIVATE_READS,
-    "get_best_trial",
-    "get_n_trials",
-    "get_all_studies",
-    "get_study_directions",
-    "get_study_name_from_id",
-    "get_trial_number_from_id",
-    "get_trial_params",
-    "get_trial_system_attrs",
-    "get_trial",
-    "get_all_trials",
-    "get_trial_id_from_study_id_trial_number",
-    "get_study_id_from_name",
-    "get_study_user_attrs",
-    "get_study_system_attrs",
-    "get_trial_user_attrs",
-    "set_trial_user_attr",
-    "set_trial_system_attr",
-    "set_trial_intermediate_value",
-    "set_study_user_attr",
-)
+    def _retried(self, method: Callable[Concatenate[RDBStorage, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """RDBStorage's ``method`` on this storage, retried through an outage (:meth:`retrying`)."""
+        return self.retrying(lambda: method(self, *args, **kwargs), method.__name__)
 
+    def _get_trials(
+        self,
+        study_id: int,
+        states: Container[TrialState] | None,
+        included_trial_ids: set[int],
+        trial_id_greater_than: int,
+    ) -> list[FrozenTrial]:
+        return self._retried(RDBStorage._get_trials, study_id, states, included_trial_ids, trial_id_greater_than)
 
-def _retrying_method(name: str) -> Callable[..., Any]:
-    method = getattr(RDBStorage, name)
+    def _get_best_trial_id(self, study_id: int, direction: StudyDirection) -> int:
+        return self._retried(RDBStorage._get_best_trial_id, study_id, direction)
 
-    @functools.wraps(method)
-    def call(self: ResilientStorage, *args: Any, **kwargs: Any) -> Any:
-        return self.retrying(lambda: method(self, *args, **kwargs), name)
+    def set_study_user_attr(self, study_id: int, key: str, value: Any) -> None:
+        self._retried(RDBStorage.set_study_user_attr, study_id, key, value)
 
-    return call
+    def get_study_id_from_name(self, study_name: str) -> int:
+        return self._retried(RDBStorage.get_study_id_from_name, study_name)
 
+    def get_study_name_from_id(self, study_id: int) -> str:
+        return self._retried(RDBStorage.get_study_name_from_id, study_id)
 
-for _name in IDEMPOTENT:
-    setattr(ResilientStorage, _name, _retrying_method(_name))
+    def get_study_directions(self, study_id: int) -> list[StudyDirection]:
+        return self._retried(RDBStorage.get_study_directions, study_id)
+
+    def get_study_user_attrs(self, study_id: int) -> dict[str, Any]:
+        return self._retried(RDBStorage.get_study_user_attrs, study_id)
+
+    def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
+        return self._retried(RDBStorage.get_study_system_attrs, study_id)
+
+    def get_all_studies(self) -> list[FrozenStudy]:
+        return self._retried(RDBStorage.get_all_studies)
+
+    def get_trial_id_from_study_id_trial_number(self, study_id: int, trial_number: int) -> int:
+        return self._retried(RDBStorage.get_trial_id_from_study_id_trial_number, study_id, trial_number)
+
+    def get_trial_number_from_id(self, trial_id: int) -> int:
+        return self._retried(RDBStorage.get_trial_number_from_id, trial_id)
+
+    def set_trial_intermediate_value(self, trial_id: int, step: int, intermediate_value: float) -> None:
+        self._retried(RDBStorage.set_trial_intermediate_value, trial_id, step, intermediate_value)
+
+    def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
+        self._retried(RDBStorage.set_trial_user_attr, trial_id, key, value)
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: JSONSerializable) -> None:
+        self._retried(RDBStorage.set_trial_system_attr, trial_id, key, value)
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        return self._retried(RDBStorage.get_trial, trial_id)
+
+    def get_all_trials(
+        self, study_id: int, deepcopy: bool = True, states: Container[TrialState] | None = None
+    ) -> list[FrozenTrial]:
+        return self._retried(RDBStorage.get_all_trials, study_id, deepcopy, states)
+
+    def get_n_trials(self, study_id: int, state: tuple[TrialState, ...] | TrialState | None = None) -> int:
+        return self._retried(RDBStorage.get_n_trials, study_id, state)
+
+    def get_best_trial(self, study_id: int) -> FrozenTrial:
+        return self._retried(RDBStorage.get_best_trial, study_id)
+
+    def get_trial_params(self, trial_id: int) -> dict[str, Any]:
+        return self._retried(RDBStorage.get_trial_params, trial_id)
+
+    def get_trial_user_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self._retried(RDBStorage.get_trial_user_attrs, trial_id)
+
+    def get_trial_system_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self._retried(RDBStorage.get_trial_system_attrs, trial_id)
 
 
 def open_storage(

@@ -2,5 +2,5 @@
 them off), and Weights & Biases or MLflow runs when a spec asks. Receives the trainer's sync and
 evaluation points, images and final numbers; knows no Optuna.
 
-May import: ``hpo.spec``, ``hpo.training``, ``hpo.errors``.
+May import: ``hpo.spec``, ``hpo.training``, ``hpo.diffusion``, ``hpo.errors``, ``hpo.files``.
 """

@@ -1,0 +1,29 @@
+"""Companion studies: a second study derived from a first (its top configurations retrained: with
+fresh seeds, to longer budgets, at other widths), served by the same workers and read back into a
+verdict. One protocol (:class:`~hpo.companions.base.Kind`), one module per kind, and the registry
+below that ``hpo confirm``, ``hpo status`` and the report iterate.
+
+Adding a kind: a module with a ``Kind`` object (create, read into a ``Reading``: text, JSON and the
+report's blocks) and its pure verdict in ``hpo.analysis``, then one line in :data:`KINDS`.
+
+May import: ``hpo.service``, ``hpo.analysis``, ``hpo.spec``, ``hpo.diffusion`` (to size a width),
+``hpo.training``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.errors``, ``hpo.files``. Never
+``hpo.report``, ``hpo.commands`` or ``hpo.cli``.
+"""
+
+from __future__ import annotations
+
+from hpo.companions.base import Kind, Request
+from hpo.companions.confirm import CONFIRM
+from hpo.companions.ladder import LADDER_KIND
+from hpo.companions.widths import WIDTHS_KIND
+
+KINDS: tuple[Kind, ...] = (CONFIRM, LADDER_KIND, WIDTHS_KIND)  # in the report's order
+
+
+def kind_for(request: Request) -> Kind:
+    """The one kind these flags create."""
+    wanted = [k for k in KINDS if k.wanted(request)]
+    if len(wanted) != 1:
+        raise ValueError(f"flags {request} ask for {[k.name for k in wanted]}: exactly one kind expected")
+    return wanted[0]
