@@ -54,7 +54,10 @@ DATA_ATTR = "data"  # the data's image counts, classes and size (ImageData.summa
 FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 REAL_GRID_ATTR = "real_grid"  # artifact: real validation images beside the samples
 REPORTED_ATTR = "hpo_report_written"
-CONFIRM_OF, CONFIRMED_BY = "hpo_confirm_of", "hpo_confirmed_by"  # a companion's source study; its pointer back
+# A companion's source study, and the source's pointer to its confirmation. The stored keys keep their
+# first names ("confirm_of" for the source trial above, "hpo_confirm_of" here) so that studies already in
+# a database still read; the Python names say which is which.
+SOURCE_STUDY_ATTR, CONFIRMED_BY = "hpo_confirm_of", "hpo_confirmed_by"
 LADDER, LADDER_BY = "hpo_ladder", "hpo_ladder_by"  # a budget ladder's rungs; the source study's pointer to it
 WIDTHS, WIDTHS_BY = "hpo_widths", "hpo_widths_by"  # a width ladder's plan; the source study's pointer to it
 

@@ -16,7 +16,7 @@ import optuna
 from optuna.storages import RDBStorage
 
 from hpo.analysis.confirmation import Confirmed, Verdict, confirmation_verdict
-from hpo.analysis.record import CONFIRM_OF, CONFIRMED_BY, StudyRecord, companion_attrs
+from hpo.analysis.record import CONFIRMED_BY, SOURCE_STUDY_ATTR, StudyRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.companions.base import (
     Request,
@@ -51,7 +51,7 @@ def create(
     raw = companion_raw(study, name, n_trials=len(configs) * request.seeds, train=train, search={"seed": seed_values})
     companion, created = create_or_resume(spec_from_dict(raw, file=f"confirmation of {study.study_name}"), storage)
     if created:
-        companion.set_user_attr(CONFIRM_OF, study.study_name)
+        companion.set_user_attr(SOURCE_STUDY_ATTR, study.study_name)
         for key, value in (attrs or {}).items():
             companion.set_user_attr(key, value)
         for trial in configs:

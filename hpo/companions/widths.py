@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import CONFIRM_OF, WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
+from hpo.analysis.record import SOURCE_STUDY_ATTR, WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.analysis.transfer import TransferRun
 from hpo.analysis.width_ladder import ConfigTransfer, WidthLadder, width_ladder
@@ -87,7 +87,7 @@ def create(
     raw = companion_raw(study, name, n_trials=n_trials, train={}, search=search)
     companion, created = create_or_resume(spec_from_dict(raw, file=f"width ladder of {study.study_name}"), storage)
     if created:
-        companion.set_user_attr(CONFIRM_OF, study.study_name)
+        companion.set_user_attr(SOURCE_STUDY_ATTR, study.study_name)
         companion.set_user_attr(WIDTHS, {"factors": factors, "lrs": lrs})
         for trial, widths, grid in plans:
             params = {k: v for k, v in trial.params.items() if k not in ("kimg", "lr", "base_channels")}
