@@ -4,18 +4,35 @@ nothing of hpo)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+
+def temporary_beside(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place: the same folder (so the rename is
+    one step on one filesystem), a name of this process's own (two writers never mix theirs), hidden,
+    and the same suffix (libraries that choose the format by it, as PIL does, still can)."""
+    return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write (by hand or by a library: torch.save,
+    PIL, safetensors); renamed over ``path`` when the block ends cleanly, deleted when it fails, so
+    ``path`` is the old file or the whole new one, never half. Creates missing parent folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_beside(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
     """``write`` a temporary file beside ``path`` (with its suffix), then rename it over ``path``:
     readers never see half a file, and two writers (each its own pid) never mix theirs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
+    with replacing(path) as tmp:
         write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path

@@ -187,9 +187,10 @@ def test_sample_overrides_the_trials_guidance_and_steps(built: Built, tmp_path: 
 def test_a_trial_that_cannot_be_taken_away_is_refused_in_one_line(
     built: Built, tmp_path: Path, command: list[str], message: str
 ) -> None:
-    code, _, err = run_cli([*command, "-o", str(tmp_path / "out"), *built.opts()])
+    out = tmp_path / ("out.png" if command[0] == "sample" else "out")  # sample refuses a grid with no image suffix
+    code, _, err = run_cli([*command, "-o", str(out), *built.opts()])
     assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
-    assert not (tmp_path / "out").exists()
+    assert not out.exists()
 
 
 def test_export_refuses_a_folder_that_is_not_empty_and_leaves_it_alone(built: Built, tmp_path: Path) -> None:
@@ -197,7 +198,7 @@ def test_export_refuses_a_folder_that_is_not_empty_and_leaves_it_alone(built: Bu
     (tmp_path / "out" / "notes.txt").write_text("mine")
     code, _, err = run_cli(["export", NAME, "-o", str(tmp_path / "out"), *built.opts()])
     assert code == 2 and err.count("\n") == 1
-    assert err.startswith(f"error: -o {tmp_path / 'out'}: is not empty; choose a new folder")
+    assert err.startswith(f"error: {tmp_path / 'out'} is not empty; name a new or empty folder for the export")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
 
 

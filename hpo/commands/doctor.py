@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from hpo.commands.outputs import output_folder
 from hpo.doctor.checklist import Checklist
 from hpo.doctor.run import run_doctor
 from hpo.errors import HpoError
@@ -38,7 +39,9 @@ def run_doctor_command(
     workers: int,
     per_gpu: int = 1,
 ) -> int:
-    """Each check is printed as it finishes; a long one says every few seconds that it is still running."""
+    """Each check is printed as it finishes; a long one says every few seconds that it is still running.
+    ``out`` is checked before the spec is read."""
+    output_folder(out, holds="the grid of preprocessed images")
     spec = spec_or_study(target, storage)
     checklist = Checklist(lambda c: typer.echo(c.line()), lambda text: typer.echo(text, err=True))
     checks = run_doctor(

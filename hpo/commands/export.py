@@ -16,8 +16,8 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.record import StudyRecord, TrialRecord
+from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
-from hpo.files import atomic_write
 from hpo.service.names import artifact_file
 from hpo.service.study import find_trial, require_spec
 from hpo.service.trials import fail_reason
@@ -106,32 +106,27 @@ def network_info(study: optuna.Study, spec: Spec) -> NetInfo:
     )  # fmt: skip
 
 
-def check_empty(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        kind = "is not empty" if out.is_dir() else "is a file"
-        raise HpoError(f"-o {out}: {kind}; choose a new folder (hpo export writes {WEIGHTS}, {SPEC}, {SAMPLING})")
-
-
 def run_export(source: str, out: Path, *, storage: str | None, artifacts: Path) -> list[Path]:
-    """Write the three files into ``out`` (absent or empty); their paths."""
+    """Write the three files into ``out`` (absent or empty, checked before the trial is read); their paths."""
     from safetensors.torch import save_file  # torch
 
     from hpo.training.checkpoint import load_checkpoint
 
-    check_empty(out)
+    output_folder(out, holds=f"the export ({WEIGHTS}, {SPEC}, {SAMPLING})", empty=True)
     winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}")
     state = {k: v.contiguous() for k, v in load_checkpoint(weights).items()}
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / WEIGHTS, lambda tmp: save_file(state, str(tmp)))
+    make_folder(out)
+    with writing(out / WEIGHTS) as tmp:
+        save_file(state, str(tmp))
     who = winner.provenance
     head = (
         f"# Written by `hpo export {who['study']}:{who['trial']}`: the trial's parameters fixed, its best sampling "
         f"combination ({winner.sampling.words}).\n# `hpo train {out / SPEC}` retrains it.\n"
     )
     spec_text = head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False)
-    atomic_write(out / SPEC, lambda tmp: tmp.write_text(spec_text))
+    write_output(out / SPEC, spec_text)
     settings = json.dumps(exported_settings(winner), indent=2) + "\n"
-    atomic_write(out / SAMPLING, lambda tmp: tmp.write_text(settings))
+    write_output(out / SAMPLING, settings)
     return [out / WEIGHTS, out / SPEC, out / SAMPLING]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from hpo.commands.outputs import output_file, write_output
 from hpo.doctor.model_checks import stand_in_data, study_time, trial_cost, trial_seconds
 from hpo.doctor.plan_yaml import plan_yaml
 from hpo.doctor.planning import Machine, Plan, choose_image_size, epochs, plan_spec
@@ -97,10 +98,9 @@ def run_init(
     name: str | None,
     force: bool,
 ) -> list[str]:
-    """Survey the folder, plan, write the spec (refusing to overwrite without ``force``), load it
-    back as `hpo launch` will; returns the summary lines."""
-    if out.exists() and not force:
-        raise HpoError(f"{out} exists; pass --force to overwrite it, or choose another -o")
+    """Check ``out`` first (an existing spec is overwritten only with ``force``), survey the folder,
+    plan, write the spec, load it back as `hpo launch` will; returns the summary lines."""
+    output_file(out, example="spec.yaml", force=force)
     if not images.is_dir():
         raise HpoError(f"{images}: not a folder; give the folder of images (subfolders are classes)")
     survey = survey_folder(images)
@@ -108,7 +108,6 @@ def run_init(
     study = name or default_name(images, choose_image_size(survey, image_size))
     check_study_name(study, key="--name")
     plan = plan_spec(survey, machine, name=study, image_size=image_size, weights_present=weights_here())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(plan_yaml(plan, str(images)))
+    write_output(out, plan_yaml(plan, str(images)))
     spec = load_spec(out)  # what was written loads and validates
     return summary(plan, out, timed=predicted_time(spec, plan) if gpu_memory_gb is None else None)

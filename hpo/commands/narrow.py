@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpo.analysis.narrow import narrow, next_spec_yaml
+from hpo.commands.outputs import output_file, write_output
 from hpo.errors import HpoError
 from hpo.service.storage import open_storage
 from hpo.service.study import load, metric_of, require_spec
@@ -14,7 +15,8 @@ from hpo.spec.loading import load_spec
 
 
 def run_narrow(url: str, study_name: str, out: Path, name: str | None = None) -> list[str]:
-    """Write the narrowed spec to ``out`` (checked by loading it back); one line per change."""
+    """Write the narrowed spec to ``out`` (checked first; then by loading it back); one line per change."""
+    output_file(out, example="next.yaml")
     storage = open_storage(url, must_exist=True)
     study = load(storage, study_name, redact(url))
     spec = require_spec(study)
@@ -25,7 +27,6 @@ def run_narrow(url: str, study_name: str, out: Path, name: str | None = None) ->
     best = best_own(study)
     assert best is not None  # a complete trial exists (checked above)
     text = next_spec_yaml(spec, changes, best, name=name or f"{study_name}-next", source=study_name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    write_output(out, text)
     load_spec(out)  # what was written launches
     return [f"{c.name}: {c.action} — {c.evidence}" for c in changes]

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from PIL import Image
 
 from hpo.commands.export import Winner, read_export, trial_winner
+from hpo.commands.outputs import output_file, writing
 from hpo.errors import HpoError
 from hpo.spec.rules import check_ddim_steps, check_guidance
 from hpo.spec.sampling import SamplingConfig
@@ -54,6 +56,16 @@ def chosen_sampling(winner: Winner, *, guidance: float | None, steps: int | None
     return sampling
 
 
+def grid_file(out: Path) -> Path:
+    """``out`` if the grid can be written there (checked before the model is loaded): a file, not a
+    folder, with a suffix PIL saves an image as (it picks the format by the suffix)."""
+    output_file(out, example="samples.png")
+    Image.init()
+    if Image.registered_extensions().get(out.suffix.lower()) not in Image.SAVE:
+        raise HpoError(f"{out}: name an image file (PIL saves it by its suffix), e.g. {out.with_suffix('.png')}")
+    return out
+
+
 def run_sample(
     source: str,
     out: Path,
@@ -66,7 +78,11 @@ def run_sample(
     artifacts: Path,
 ) -> tuple[Path, SamplingConfig]:
     """Draw ``n`` samples into the grid ``out``; (its path, the settings used)."""
+    grid_file(out)
     winner, state = load_winner(source, storage=storage, artifacts=artifacts)
     sampling = chosen_sampling(winner, guidance=guidance, steps=steps)
     model = rebuild(winner, state)
-    return save_grid(sample_images(model, sampling, n=n, seed=seed), out), sampling
+    images = sample_images(model, sampling, n=n, seed=seed)
+    with writing(out) as tmp:
+        save_grid(images, tmp)
+    return out, sampling

@@ -16,6 +16,7 @@ from hpo.analysis.progress import Floor, copy_floor_of, eval_point_text, fidelit
 from hpo.analysis.record import TrialRecord
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.sweep import ema_sentence, sweep_table
+from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
@@ -68,6 +69,8 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:
 def run_train(
     spec_path: Path | None, overrides: list[str], out: Path, *, source: str | None = None, storage: str | None = None
 ) -> None:
+    """Train and score one configuration into the run folder ``out`` (checked before anything is loaded)."""
+    output_folder(out, holds="the run's grids, checkpoint and logs")
     overrides, fixed_sampling = split_overrides(overrides)
     spec, params, known_best = _spec_and_params(spec_path, overrides, source=source, storage=storage)
     cfg, combos, watch = _configs(spec, params, fixed_sampling)
@@ -80,7 +83,7 @@ def run_train(
     if known_best is not None and not fixed_sampling:
         watch = SamplingConfig.from_dict(known_best)
     summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_output(out / "summary.json", json.dumps(summary, indent=2))
     print(json.dumps(summary))
 
 
@@ -250,7 +253,10 @@ def _print_run_notes(result: TrainResult, data: ImageData, cfg: TrainConfig) -> 
 def _save_samples(scored: Scored, cfg: TrainConfig, out: Path) -> Path:
     """An 8×8 grid drawn at the best combination, as ``out/samples.png``."""
     best = scored.best.sampling
-    return save_grid(sample_images(scored.model(best), best, n=64, seed=cfg.seed), out / "samples.png", nrow=8)
+    images = sample_images(scored.model(best), best, n=64, seed=cfg.seed)
+    with writing(out / "samples.png") as tmp:
+        save_grid(images, tmp, nrow=8)
+    return out / "samples.png"
 
 
 def _report_result(runs: Runs, scored: Scored, floor: Floor) -> None:
