@@ -12,9 +12,9 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from hpo.doctor.planning import MIN_IMAGES, Machine, plan_spec
 from hpo.doctor.schedule_checks import supported_kimg
 from hpo.doctor.survey import survey_folder
+from hpo.planning.plan import MIN_IMAGES, Machine, plan_spec
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import MAX_EXTRAPOLATION
 from tests.cli import run_cli

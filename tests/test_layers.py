@@ -25,6 +25,7 @@ BELOW = {
     "scoring": {"spec", "diffusion", "training", "analysis", "errors", "files"},
     "doctor": {"spec", "diffusion", "training", "errors", "files"},
     "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors", "files"},
+    "planning": {"doctor", "spec", "diffusion", "training", "errors", "files"},
     "companions": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
     "report": {
         "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "analysis", "errors", "files",
@@ -86,7 +87,7 @@ def test_each_package_docstring_names_the_layers_the_table_lets_it_import(layer:
 
 
 def test_importing_the_lower_layers_pulls_in_no_command_cli_or_report() -> None:
-    lower = ("diffusion", "training", "scoring", "service", "spec", "doctor", "tracking", "companions")
+    lower = ("diffusion", "training", "scoring", "service", "spec", "doctor", "tracking", "companions", "planning")
     modules = [module_name(p) for layer in lower for p in sorted((ROOT / layer).rglob("*.py"))]
     code = (
         "import importlib, sys\n"

@@ -10,11 +10,11 @@ import torch
 
 from hpo.commands.outputs import output_file, write_output
 from hpo.doctor.model_checks import stand_in_data, study_time, trial_cost, trial_seconds
-from hpo.doctor.plan_yaml import plan_yaml
-from hpo.doctor.planning import Machine, Plan, choose_image_size, epochs, plan_spec
 from hpo.doctor.run import base_config, batch_size_configs
 from hpo.doctor.survey import survey_folder
 from hpo.errors import HpoError
+from hpo.planning.plan import Machine, Plan, choose_image_size, epochs, plan_spec
+from hpo.planning.spec_yaml import plan_yaml
 from hpo.scoring.weights import verify_weights, weights_path
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name

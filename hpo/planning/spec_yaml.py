@@ -1,4 +1,4 @@
-"""A :class:`~hpo.doctor.planning.Plan` as a spec in the house style: every line a setting and a
+"""A :class:`~hpo.planning.plan.Plan` as a spec in the house style: every line a setting and a
 comment saying what it is and why that value (``search_spaces/digits.yaml``)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from hpo.doctor.planning import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, epochs
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
+from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, epochs
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 COMMENT_AT = 32  # comments start in this column, as in the shipped specs

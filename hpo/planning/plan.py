@@ -1,5 +1,5 @@
 """``hpo init``'s choices: a folder's facts and a machine in, a typed :class:`Plan` out, each value
-chosen by a rule stated beside it (:mod:`hpo.doctor.plan_yaml` writes the plan as a commented spec).
+chosen by a rule stated beside it (:mod:`hpo.planning.spec_yaml` writes the plan as a commented spec).
 
 The rules reuse the doctor's: the budget is the data-budget check's (:func:`supported_kimg`), the
 batch sizes fit the memory by the memory check's own count (:func:`saved_bytes`, :func:`state_bytes`),
