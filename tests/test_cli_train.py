@@ -27,7 +27,7 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["val_loss"] > 0 and summary["num_parameters"] > 0
     assert len(summary["sweep"]) == 4  # every (guidance, steps) combination, at the full sample count
-    assert summary["classifier-FID"] == min(s["fid"] for s in summary["sweep"])
+    assert summary["value"] == min(s["fid"] for s in summary["sweep"])
     assert "<- best" in stdout and "guidance" in stdout  # the sweep table
     grid = Image.open(out / "samples.png")
     assert grid.size[0] > 8 * 8  # an 8×8 grid of 8-px samples with padding

@@ -17,6 +17,15 @@ from optuna.trial import FrozenTrial, TrialState
 from PIL import Image
 from safetensors.torch import load_file
 
+from hpo.analysis.record import (
+    FLOOR_ATTR,
+    METRIC_NAME_ATTR,
+    NOISE_ATTR,
+    STOP_ATTR,
+    TENSORBOARD_ATTR,
+    VALUE_ATTR,
+    WATCH_SAMPLING_ATTR,
+)
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
 from hpo.service.trials import best_own
@@ -121,7 +130,11 @@ def test_hpo_train_on_the_exported_spec_retrains_the_trial_to_its_score(built: B
     assert code == 0, stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["sampling"] == trial.user_attrs["sampling"] and len(summary["sweep"]) == 1
-    assert summary["classifier-FID"] == pytest.approx(trial.value, rel=1e-3)
+    assert summary["value"] == pytest.approx(trial.value, rel=1e-3)
+    # the same record keys: all a trial stores of its run, and nothing a trial would store under another name
+    outside_a_trial = {VALUE_ATTR, STOP_ATTR, TENSORBOARD_ATTR, FLOOR_ATTR, WATCH_SAMPLING_ATTR, NOISE_ATTR}
+    assert set(summary) - outside_a_trial <= set(trial.user_attrs), set(summary) - set(trial.user_attrs)
+    assert summary[METRIC_NAME_ATTR] == trial.user_attrs[METRIC_NAME_ATTR]
 
 
 def test_sampling_json_holds_the_trials_best_settings_and_where_they_came_from(built: Built, tmp_path: Path) -> None:

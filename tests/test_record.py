@@ -49,6 +49,56 @@ def attribute_reads(path: Path) -> list[str]:
     return found
 
 
+def record_keys() -> set[str]:
+    """Every key record.py defines: its module-level ``*_ATTR`` / ``*_BY`` / plan names' strings."""
+    keys = set()
+    for node in ast.parse(RECORD.read_text()).body:
+        if not isinstance(node, ast.Assign):
+            continue
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if any(n.endswith(("_ATTR", "_BY")) or n in ("LADDER", "WIDTHS") for n in names):
+            keys |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return keys
+
+
+def records_by_hand(path: Path, keys: set[str]) -> list[str]:
+    """Dict literals keyed by two or more record keys: a record written by hand instead of through
+    its type's ``as_attrs``. JSON views (functions named ``*json``) may echo the names they show."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.endswith("json"):
+            return
+        if isinstance(node, ast.Dict):
+            spelt = sorted(k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in keys)
+            if len(spelt) >= 2:
+                found.append(f"{path.name}:{node.lineno} writes the record keys {spelt} by hand")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def test_no_module_but_the_record_writes_a_record_as_a_dict_literal() -> None:
+    keys = record_keys()
+    assert {"sweep", "curve", "floor", "samples", "metric_name"} <= keys
+    modules = [p for p in PACKAGE.rglob("*.py") if p != RECORD]
+    found = [line for path in modules for line in records_by_hand(path, keys)]
+    assert not found, "\n".join(found)
+
+
+def test_the_record_literal_guard_finds_a_summary_written_by_hand(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "def summary(s):\n    return {'sweep': s.sweep, 'curve': s.curve, 'other': 1}\n"
+        "def as_json(s):\n    return {'sweep': s.sweep, 'curve': s.curve}\n"
+        "def metrics(b):\n    return {'floor': b.floor, 'kid': b.kid}\n"
+    )
+    assert records_by_hand(planted, record_keys()) == ["planted.py:2 writes the record keys ['curve', 'sweep'] by hand"]
+
+
 def test_no_module_but_the_record_reads_user_attrs_or_spells_a_key() -> None:
     modules = [p for p in PACKAGE.rglob("*.py") if p != RECORD]
     found = [line for path in modules for line in attribute_reads(path)]

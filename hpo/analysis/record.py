@@ -33,6 +33,9 @@ EMA_SNAPSHOTS_ATTR = "ema_snapshots"
 HARDWARE_ATTR = "hardware"
 METRIC_NAME_ATTR = "metric_name"  # the score's name (FID, classifier-FID)
 STATISTIC_ATTR = "statistic"  # what the value is: analysis.sweep.value_statistic (count, features, bias, pick)
+VALUE_ATTR = "value"  # `hpo train`'s score (a trial's is its Optuna value)
+STOP_ATTR = "stop"  # `hpo train`'s stop verdict: {kind, text, since_kimg}
+TENSORBOARD_ATTR = "tensorboard"  # `hpo train`'s TensorBoard folder
 FAIL_REASON_ATTR, ERROR_ATTR = "fail_reason", "error"
 STOPPED_AT_ATTR, OOM_BATCH_ATTR = "stopped_at_kimg", "oom_batch_size"
 ENDING_ATTRS = (
@@ -99,6 +102,33 @@ class RunRecord:
         if self.ema_snapshots is not None:
             attrs[EMA_SNAPSHOTS_ATTR] = self.ema_snapshots
         return attrs
+
+
+@dataclass(frozen=True)
+class TrainRecord:
+    """``hpo train``'s summary.json: the run's record under the keys a trial stores the same things
+    under (its sweep, curve, watched combination, noise, floor and sample grid), plus what only a
+    run outside a study has (its value, stop verdict and TensorBoard folder)."""
+
+    run: RunRecord
+    metric_name: str
+    value: float
+    sweep: list[dict[str, Any]]
+    curve: dict[str, dict[str, float]]
+    watch_sampling: dict[str, Any]  # the combination every evaluation point was scored at
+    noise_sd: float  # one pair's estimate: the last point's score against the final weights rescored
+    floor: dict[str, Any]
+    stop: dict[str, Any]
+    samples: str  # the grid's path (a trial stores an artifact id)
+    tensorboard: str
+
+    def as_attrs(self) -> dict[str, Any]:
+        return {
+            **self.run.as_attrs(), METRIC_NAME_ATTR: self.metric_name, VALUE_ATTR: self.value,
+            SWEEP_ATTR: self.sweep, CURVE_ATTR: self.curve, WATCH_SAMPLING_ATTR: self.watch_sampling,
+            NOISE_ATTR: self.noise_sd, FLOOR_ATTR: self.floor, STOP_ATTR: self.stop, SAMPLES_ATTR: self.samples,
+            TENSORBOARD_ATTR: self.tensorboard,
+        }  # fmt: skip
 
 
 class HasAttrs(Protocol):

@@ -15,7 +15,7 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import StudyRecord, TrialRecord
+from hpo.analysis.record import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord
 from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
 from hpo.service.names import artifact_file
@@ -54,8 +54,8 @@ def trial_winner(source: str, storage: str | None, artifacts: Path, *, what: str
     stored = require_spec(study)
     spec = spec_from_dict(fixed_spec(stored, trial.params, sampling), file=f"study {study.study_name}")
     provenance = {
-        "study": study.study_name, "trial": trial.number, "value": trial.value,
-        "metric_name": stored.score.metric_name,
+        "study": study.study_name, "trial": trial.number, VALUE_ATTR: trial.value,
+        METRIC_NAME_ATTR: stored.score.metric_name,
     }  # fmt: skip
     return Winner(spec, sampling, network_info(study, spec), provenance), weights
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from hpo.analysis.noise import pair_sd
 from hpo.analysis.progress import Floor, copy_floor_of, eval_point_text, fidelity_text
-from hpo.analysis.record import TrialRecord
+from hpo.analysis.record import TrainRecord, TrialRecord
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.commands.outputs import output_folder, write_output, writing
@@ -176,18 +176,11 @@ def _train_and_score(
     grid = _save_samples(scored, cfg, out)
     _report_result(runs, scored, probe.floor)
     runs.close()
-    return {
-        **scored.record(combos).as_attrs(),
-        metric: scored.best.score,
-        "sweep": [s.to_dict() for s in scored.sweep.scores],
-        "curve": progress.curve,
-        "watched_sampling": watch.as_dict(),
-        "score_noise_sd": noise,
-        "floor": probe.floor.as_dict(),
-        "stop": {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg},
-        "samples": str(grid),
-        "tensorboard": str(out / "tensorboard"),
-    }
+    stop = {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg}
+    return TrainRecord(
+        scored.record(combos), metric, scored.best.score, [s.to_dict() for s in scored.sweep.scores], progress.curve,
+        watch.as_dict(), noise, probe.floor.as_dict(), stop, str(grid), str(out / "tensorboard"),
+    ).as_attrs()  # fmt: skip
 
 
 def _log_floor(floor: Floor, metric: str) -> None:
