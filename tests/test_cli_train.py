@@ -30,7 +30,7 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     assert summary["value"] == min(s["fid"] for s in summary["sweep"])
     assert "<- best" in stdout and "guidance" in stdout  # the sweep table
     grid = Image.open(out / "samples.png")
-    assert grid.size[0] > 8 * 8  # an 8×8 grid of 8-px samples with padding
+    assert grid.size[1] > 8 * 8  # the trial's layout: one row per class (10 digits) of 8-px samples
     curve = summary["curve"]
     assert curve and all({"score", "copy_pixels", "copy_features", "gap", "kimg"} <= set(p) for p in curve.values())
     assert all(0.0 <= p["copy_pixels_low"] <= p["copy_pixels"] <= p["copy_pixels_high"] <= 1.0 for p in curve.values())

@@ -7,7 +7,7 @@ import functools
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
-from hpo.scoring.progress import ProgressProbe
+from hpo.scoring.progress import ProgressProbe, record_point
 from hpo.scoring.score import Scorer, make_scorer, preflight
 from hpo.service.study import find_trial, require_spec
 from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
@@ -30,7 +30,7 @@ from hpo.spec.spec import Spec, spec_from_dict
 from hpo.tracking.base import RunInfo, Runs
 from hpo.tracking.runs import open_runs
 from hpo.training.data import ImageData, load_data
-from hpo.training.generate import sample_images, save_grid
+from hpo.training.generate import final_grid
 from hpo.training.model import DiffusionModel
 from hpo.training.runtime import resolve_device
 from hpo.training.trainer import EvalPoint, TrainingAborted, TrainResult, train
@@ -134,10 +134,11 @@ class _Progress:
     curve: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __call__(self, point: EvalPoint, model: DiffusionModel) -> None:
-        weights = weights_at(model, self.snapshots, self.watch, step=point.step)
-        extras = self.probe.measure(weights, self.watch, class_frequencies=self.probe.data.class_frequencies())
-        point = replace(point, metrics={**point.metrics, **extras})
-        self.curve[str(point.index)] = {"kimg": point.kimg, **point.metrics}
+        def measure() -> dict[str, float]:
+            weights = weights_at(model, self.snapshots, self.watch, step=point.step)
+            return self.probe.measure(weights, self.watch, class_frequencies=self.probe.data.class_frequencies())
+
+        point = record_point(self.curve, point, measure)
         log.info(
             "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
             point.index, self.num_evals, point.kimg, point.metrics["val_rel"],
@@ -173,8 +174,8 @@ def _train_and_score(
     verdict = stop_verdict(points_from_curve(progress.curve), noise=noise, copy_floor=copy_floor_of(probe.floor))
     print(f"stop verdict: {verdict.text}")
     _print_run_notes(scored.result, data, cfg)
-    grid = _save_samples(scored, cfg, out)
-    _report_result(runs, scored, probe.floor)
+    grid = _save_samples(scored, spec.score.grid_size, data.class_names, out)
+    runs.on_result(scored.tracker_metrics(probe.floor.score), {}, scored.result.steps)
     runs.close()
     stop = {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg}
     return TrainRecord(
@@ -243,21 +244,10 @@ def _print_run_notes(result: TrainResult, data: ImageData, cfg: TrainConfig) -> 
     )
 
 
-def _save_samples(scored: Scored, cfg: TrainConfig, out: Path) -> Path:
-    """An 8×8 grid drawn at the best combination, as ``out/samples.png``."""
+def _save_samples(scored: Scored, n: int, class_names: tuple[str, ...], out: Path) -> Path:
+    """The final grid at the best combination, as a trial draws it (``score.grid_size`` samples, rows
+    by class, sample seed 1), as ``out/samples.png``."""
     best = scored.best.sampling
-    images = sample_images(scored.model(best), best, n=64, seed=cfg.seed)
     with writing(out / "samples.png") as tmp:
-        save_grid(images, tmp, nrow=8)
+        final_grid(scored.model(best), best, n, tmp, seed=1, class_names=class_names)
     return out / "samples.png"
-
-
-def _report_result(runs: Runs, scored: Scored, floor: Floor) -> None:
-    """The best combination's numbers (and the floor's score) to the trackers."""
-    best = scored.best
-    extras = {"precision": best.precision, "recall": best.recall, "floor": floor.score}
-    runs.on_result(
-        {"fid": best.score, "kid": best.kid, **{k: v for k, v in extras.items() if v is not None}},
-        {},
-        scored.result.steps,
-    )

@@ -53,6 +53,16 @@ class Scored:
             ema_snapshots=self.ema_summary(combos), statistic=self.statistic,
         )  # fmt: skip
 
+    def tracker_metrics(self, floor: float | None) -> dict[str, float]:
+        """The final numbers a run sends to its trackers (TensorBoard, W&B, MLflow), a trial's and
+        ``hpo train``'s alike: the best combination's score, KID, class accuracy, precision and recall,
+        the validation metric at the last point, and where real held-out images score (``floor``)."""
+        best, last = self.best, self.result.history[-1].metrics
+        values = {"fid": best.score, "kid": best.kid, PRUNING_METRIC: last[PRUNING_METRIC],
+                  "class_accuracy": best.class_accuracy, "precision": best.precision, "recall": best.recall,
+                  "floor": floor}  # fmt: skip
+        return {k: float(v) for k, v in values.items() if v is not None}
+
     def ema_summary(self, combos: Sequence[SamplingConfig]) -> dict[str, Any] | None:
         """What the post-hoc EMA kept and how faithfully each swept length was rebuilt (the profile's
         relative least-squares residual: 0 for a tracked length); None without an EMA sweep."""

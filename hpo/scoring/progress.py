@@ -5,7 +5,8 @@ the floor that held-out real images set for both (its record and what is said ab
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ from hpo.scoring.score import Scorer, fid_kid, sample_features, score_labels
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData
 from hpo.training.model import DiffusionModel
+from hpo.training.trainer import EvalPoint
 
 FLOOR_DRAWS = 4  # random subsets of the held-out images whose score spread is the floor's
 
@@ -93,3 +95,17 @@ class ProgressProbe:
             "copy_features_low": feats.low,
             "copy_features_high": feats.high,
         }
+
+
+def record_point(
+    curve: dict[str, dict[str, float]], point: EvalPoint, measure: Callable[[], dict[str, float]] | None
+) -> EvalPoint:
+    """One evaluation point into a run's ``curve`` (keyed by its index, with its kimg), a trial's and
+    ``hpo train``'s alike; with ``measure``, the watched combination's score, copy share and gap too,
+    unless the curve holds them already (a resumed run replays the point: measured once). Returns
+    the point with everything the curve holds for it, for the trackers."""
+    entry = {**curve.get(str(point.index), {}), "kimg": point.kimg, **point.metrics}
+    if measure is not None and "score" not in entry:
+        entry.update(measure())
+    curve[str(point.index)] = entry
+    return replace(point, metrics={k: v for k, v in entry.items() if k != "kimg"})

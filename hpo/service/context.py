@@ -24,7 +24,7 @@ from hpo.service.trials import root_number
 from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import Spec
 from hpo.training.data import ImageData
-from hpo.training.generate import sample_images, save_grid
+from hpo.training.generate import final_grid, sample_images, save_grid
 from hpo.training.model import DiffusionModel
 
 
@@ -84,26 +84,11 @@ def upload(ctx: StudyContext, target: optuna.Trial | optuna.Study, path: Path) -
     return upload_artifact(artifact_store=ctx.artifacts, file_path=str(path), study_or_trial=target)
 
 
-def grid_layout(
-    model: DiffusionModel, n: int, class_names: tuple[str, ...]
-) -> tuple[torch.Tensor | None, int, list[str] | None]:
-    """(labels, images per row, row captions): one row per class for conditional models."""
-    if not model.info.conditional:
-        return None, max(1, round(n**0.5)), None
-    classes = min(model.info.num_classes, n)
-    per_row = max(1, n // classes)
-    labels = torch.arange(classes).repeat_interleave(per_row)
-    return labels, per_row, [class_names[c] for c in range(classes)]
-
-
 def sample_grid(
     ctx: StudyContext, model: DiffusionModel, sampling: SamplingConfig, n: int, path: Path, *, seed: int
 ) -> np.ndarray:
-    """Save a grid of ``n`` samples (rows labelled by class) and return it as an RGB array."""
-    labels, per_row, captions = grid_layout(model, n, ctx.data.class_names)
-    count = labels.shape[0] if labels is not None else n
-    images = sample_images(model, sampling, n=count, seed=seed, labels=labels)
-    save_grid(images, path, nrow=per_row, captions=captions)
+    """Save the final grid (:func:`~hpo.training.generate.final_grid`) and return it as an RGB array."""
+    final_grid(model, sampling, n, path, seed=seed, class_names=ctx.data.class_names)
     return np.asarray(Image.open(path).convert("RGB"))
 
 

@@ -6,7 +6,6 @@ worker uses too for stops and unexpected errors."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import logging
 import math
@@ -45,6 +44,7 @@ from hpo.analysis.sweep import ComboScore
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
+from hpo.scoring.progress import record_point
 from hpo.scoring.score import score
 from hpo.service.context import StudyContext, sample_grid, sample_strip, upload, upload_real_grid
 from hpo.service.optuna_internals import trial_id
@@ -261,12 +261,12 @@ def _reporter(
         if not math.isfinite(value):  # the (EMA) weights blew up even if the last losses were finite
             mark_ended(trial, "nan_loss", stopped_at_kimg=point.kimg)
             raise optuna.TrialPruned(f"validation metric is {value} at evaluation {point.index}: the weights diverged")
-        entry = {**curve.get(str(point.index), {}), "kimg": point.kimg, **point.metrics}
-        if watch is not None and "score" not in entry:
-            weights = weights_at(ema, snapshots, watch, step=point.step)
-            entry.update(ctx.get_progress().measure(weights, watch, class_frequencies=ctx.data.class_frequencies()))
-            point = dataclasses.replace(point, metrics={k: v for k, v in entry.items() if k != "kimg"})
-        curve[str(point.index)] = entry
+
+        def measure(at: SamplingConfig) -> dict[str, float]:
+            weights = weights_at(ema, snapshots, at, step=point.step)
+            return ctx.get_progress().measure(weights, at, class_frequencies=ctx.data.class_frequencies())
+
+        point = record_point(curve, point, functools.partial(measure, watch) if watch is not None else None)
         trial.set_user_attr(CURVE_ATTR, curve)
         grid = None
         if not point.replayed:
@@ -298,12 +298,8 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
     if _needs_repeat(trial, best.score):
         _repeat(trial, ctx, model, best)
     images = _artifacts(trial, ctx, model, best.sampling)
-    metrics = {"fid": best.score, "kid": best.kid, **record.validation}
     floor = StudyRecord.of(trial.study).floor or {}
-    extras = {"class_accuracy": best.class_accuracy, "precision": best.precision, "recall": best.recall,
-              "floor": floor.get("score")}  # fmt: skip
-    metrics.update({k: float(v) for k, v in extras.items() if v is not None})
-    runs.on_result(metrics, images, result.steps)
+    runs.on_result(scored.tracker_metrics(floor.get("score")), images, result.steps)
     return best.score
 
 

@@ -122,3 +122,27 @@ def _with_row_captions(grid: Image.Image, captions: list[str], *, row_height: in
     for row, text in enumerate(captions):
         draw.text((4, row * row_height * scale + (row_height * scale - 10) // 2), text, fill=(0, 0, 0))
     return out
+
+
+def grid_layout(
+    model: DiffusionModel, n: int, class_names: tuple[str, ...]
+) -> tuple[torch.Tensor | None, int, list[str] | None]:
+    """(labels, images per row, row captions): one row per class for conditional models."""
+    if not model.info.conditional:
+        return None, max(1, round(n**0.5)), None
+    classes = min(model.info.num_classes, n)
+    per_row = max(1, n // classes)
+    labels = torch.arange(classes).repeat_interleave(per_row)
+    return labels, per_row, [class_names[c] for c in range(classes)]
+
+
+def final_grid(
+    model: DiffusionModel, sampling: SamplingConfig, n: int, path: Path, *, seed: int, class_names: tuple[str, ...]
+) -> Path:
+    """A run's final grid of ``n`` samples at ``sampling``, rows labelled by class: the one layout a
+    trial's report and ``hpo train``'s folder show."""
+    labels, per_row, captions = grid_layout(model, n, class_names)
+    count = labels.shape[0] if labels is not None else n
+    return save_grid(
+        sample_images(model, sampling, n=count, seed=seed, labels=labels), path, nrow=per_row, captions=captions
+    )
