@@ -150,6 +150,7 @@ def test_the_report_draws_ema_length_against_guidance_and_says_which_is_best() -
     import optuna
 
     from hpo.report.data import summarise_study
+    from hpo.report.model import sweep_section
     from hpo.report.render import sweep_html
 
     combos = [(w, sigma) for w in (1.0, 3.0) for sigma in (0.05, 0.1, 0.2)]
@@ -166,7 +167,7 @@ def test_the_report_draws_ema_length_against_guidance_and_says_which_is_best() -
     )
     study.add_trial(trial)
     (done,) = study.get_trials()
-    page = sweep_html([done], summarise_study(study, [done]))
+    page = sweep_html(sweep_section([done], summarise_study(study, [done])))
     assert "EMA σ_rel 0.05 is best at guidance 1; 0.2 at guidance 3" in page
     assert "guidance × EMA length, trial #0" in page and page.count("<figure") == 2  # steps, and EMA length
 

@@ -129,6 +129,7 @@ def test_status_and_report_show_each_trials_hardware_and_a_leak(tmp_path: Path, 
     from optuna.distributions import FloatDistribution
 
     from hpo.commands.status import trials_table
+    from hpo.report.model import hardware_section
     from hpo.report.render import hardware_html
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}")
@@ -143,7 +144,7 @@ def test_status_and_report_show_each_trials_hardware_and_a_leak(tmp_path: Path, 
                 user_attrs=attrs,
             )
         )
-    table, page = trials_table(study, "FID"), hardware_html(study.get_trials())
+    table, page = trials_table(study, "FID"), hardware_html(hardware_section(study.get_trials()))
     if with_hardware:
         assert "hardware" in table.splitlines()[0] and "wait 40 %, RSS 1.51 GB" in table  # 1550 MB
         assert "input-bound: 40 % of step time waiting for data" in page and "memory leak? worker process 9" in page

@@ -1,6 +1,7 @@
-"""The study's verdict as one self-contained HTML file: what the study's trials say (``data``),
-the companions' sections (``companions``, from :data:`hpo.companions.KINDS`), how it looks
-(``render``, ``figures``) and the plotly.js it inlines (``bundle``).
+"""The study's verdict as one self-contained HTML file: everything the page says, computed in one
+place into a typed model (``model.build``, from the study's trials via ``data`` and the companions'
+readings), and how it looks (``render`` formats the model only; ``companions`` formats the
+companions' blocks; ``figures``; the plotly.js it inlines, ``bundle``).
 
 May import: ``hpo.companions``, ``hpo.service``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.training``,
 ``hpo.diffusion``, ``hpo.analysis``, ``hpo.spec``, ``hpo.errors``, ``hpo.files``.

@@ -1,15 +1,11 @@
-"""The report's sections for the companion studies (:data:`hpo.companions.KINDS`, in that order):
-each kind's reading as blocks, or what is not known yet and the command that asks it; and how a
-block looks. Formats only: every verdict is the kind's."""
+"""How a companion's report section looks: the typed blocks each kind's reading gives
+(:mod:`hpo.companions.blocks`), as HTML. Formats only: every verdict is the kind's, read by
+:func:`hpo.report.model.build`."""
 
 from __future__ import annotations
 
 from html import escape
 
-import optuna
-
-from hpo.companions import KINDS
-from hpo.companions.base import Kind, find_companion
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.report import figures
 
@@ -48,18 +44,3 @@ def block_html(block: Block) -> str:
 
 def blocks_html(blocks: list[Block]) -> str:
     return "".join(block_html(b) for b in blocks)
-
-
-def companion_html(kind: Kind, study: optuna.Study, storage: optuna.storages.BaseStorage, metric: str) -> str:
-    """The kind's section: its companion's reading, what to run when there is none, a line when the
-    companion the study points to is gone."""
-    found = find_companion(study, storage, kind.pointer)
-    if found is None:
-        return blocks_html(kind.absent(study.study_name))
-    if isinstance(found, str):
-        return f"<p>The {escape(kind.name)} study {escape(found)} is gone.</p>"
-    return blocks_html(kind.read(study, found, metric).blocks())
-
-
-def companions_html(study: optuna.Study, storage: optuna.storages.BaseStorage, metric: str) -> str:
-    return "".join(f"<h2>{escape(kind.heading)}</h2>{companion_html(kind, study, storage, metric)}" for kind in KINDS)

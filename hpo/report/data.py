@@ -1,5 +1,6 @@
 """What the report says, computed from a study: summary, score noise and ties, the sampling sweep's
-answer, failure groups. Pure functions of the trials; ``render`` turns them into HTML."""
+answer, failure groups. Pure functions of the trials; ``model`` builds the page's sections from them
+and ``render`` turns those into HTML."""
 
 from __future__ import annotations
 
