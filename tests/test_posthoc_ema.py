@@ -149,8 +149,8 @@ def test_hpo_train_sweeps_the_ema_length_and_prints_it(tmp_path: Path) -> None:
 def test_the_report_draws_ema_length_against_guidance_and_says_which_is_best() -> None:
     import optuna
 
+    from hpo.report.build import sweep_section
     from hpo.report.data import summarise_study
-    from hpo.report.model import sweep_section
     from hpo.report.render import sweep_html
 
     combos = [(w, sigma) for w in (1.0, 3.0) for sigma in (0.05, 0.1, 0.2)]

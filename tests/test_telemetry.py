@@ -129,7 +129,7 @@ def test_status_and_report_show_each_trials_hardware_and_a_leak(tmp_path: Path, 
     from optuna.distributions import FloatDistribution
 
     from hpo.commands.status import trials_table
-    from hpo.report.model import hardware_section
+    from hpo.report.build import hardware_section
     from hpo.report.render import hardware_html
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}")

@@ -1,6 +1,6 @@
 """How a companion's report section looks: the typed blocks each kind's reading gives
 (:mod:`hpo.companions.blocks`), as HTML. Formats only: every verdict is the kind's, read by
-:func:`hpo.report.model.build`."""
+:func:`hpo.report.build.build`."""
 
 from __future__ import annotations
 

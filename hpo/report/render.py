@@ -3,7 +3,7 @@ hyperparameters mattered and how sure that is, whether models learned, how to sa
 best ones generate, whether the winner holds at full length, and why trials failed. Every section
 says the number it rests on and what to do next. Every string from the study is HTML-escaped.
 
-This module only formats: :func:`hpo.report.model.build` reads the study and computes every number,
+This module only formats: :func:`hpo.report.build.build` reads the study and computes every number,
 verdict and figure into a :class:`~hpo.report.model.ReportModel`; the functions here lay its sections
 out as HTML (tests/test_report_model.py checks that nothing here reads a study or computes)."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpo.files import atomic_write
+from hpo.report.build import build
 from hpo.report.bundle import loader_html
 from hpo.report.companions import blocks_html, next_step
 from hpo.report.figures import figure_html
@@ -35,7 +36,6 @@ from hpo.report.model import (
     SweepSection,
     TrialLine,
     WinnerSection,
-    build,
 )
 from hpo.service.names import path_component
 
