@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from hpo.diffusion.sampler import (
     make_denoiser,
     sample_ddim,
     sample_ddpm,
+    sample_dpmpp_2m,
     trailing_step,
     trailing_timesteps,
 )
@@ -133,3 +136,46 @@ def test_ddim_with_an_exact_denoiser_does_not_collapse_at_t100_and_29_steps() ->
     x = torch.randn(4096, 1, 1, 1, generator=torch.Generator().manual_seed(0))
     std = {n: float(sample_ddim(posterior_mean, sched, x, steps=n, eta=0.0).std()) for n in (28, 29, 30)}
     assert std[29] == pytest.approx((std[28] + std[30]) / 2, rel=0.01) and std[29] > 0.7, std
+
+
+def smooth_denoiser(T: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A fixed, nonlinear x0̂(x, t) standing in for a network (the samplers see only this)."""
+
+    def x0_of(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(0.7 * x + 0.3 * (t.to(x.dtype) / T).view(-1, 1, 1, 1))
+
+    return x0_of
+
+
+@pytest.mark.parametrize(("name", "T", "steps"), [("linear", 1000, 10), ("cosine", 250, 20), ("linear", 1000, 25)])
+def test_dpm_solver_pp_2m_matches_diffusers_step_for_step(name: str, T: int, steps: int) -> None:
+    from diffusers import DPMSolverMultistepScheduler
+
+    schedule = NoiseSchedule.create(name, T)
+    x0_of = smooth_denoiser(T)
+    x_T = torch.randn(3, 1, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ours = sample_dpmpp_2m(lambda x, t: (x0_of(x, t), torch.zeros_like(x)), schedule, x_T.clone(), steps=steps)
+    theirs: Any = DPMSolverMultistepScheduler(  # diffusers' decorated class: mypy sees none of its methods
+        num_train_timesteps=T, trained_betas=schedule.betas, algorithm_type="dpmsolver++", solver_order=2,
+        final_sigmas_type="zero", prediction_type="sample", lower_order_final=True,
+    )  # fmt: skip
+    theirs.set_timesteps(timesteps=trailing_timesteps(T, steps))  # diffusers rounds half to even, we half up
+    x = x_T.clone()
+    for t in theirs.timesteps:
+        x = theirs.step(x0_of(x, torch.full((3,), int(t))), t, x).prev_sample
+    np.testing.assert_allclose(ours.numpy(), x.numpy(), atol=1e-5)  # diffusers computes its σ's in float32
+
+
+def test_dpm_solver_pp_2m_starts_from_pure_noise_at_zero_terminal_snr_and_one_step_is_ddims() -> None:
+    schedule = NoiseSchedule.create("linear", 500, zero_terminal_snr=True)
+    x0_of = smooth_denoiser(500)
+
+    def denoise(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x0_of(x, t), torch.zeros_like(x)
+
+    x_T = torch.randn(3, 1, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert torch.isfinite(sample_dpmpp_2m(denoise, schedule, x_T.clone(), steps=7)).all()  # λ = −∞ at t = T−1
+    one = sample_dpmpp_2m(denoise, schedule, x_T.clone(), steps=1)
+    torch.testing.assert_close(one, sample_ddim(denoise, schedule, x_T.clone(), steps=1))
+    with pytest.raises(ValueError, match="eta must be 0"):
+        sample_dpmpp_2m(denoise, schedule, x_T, steps=4, eta=0.5)

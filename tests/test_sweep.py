@@ -13,6 +13,7 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.analysis.sweep import ComboScore, statistic_text, value_statistic
+from hpo.diffusion import sampler as sampler_module
 from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
@@ -24,7 +25,6 @@ from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
 from hpo.spec.config import ScoreConfig
 from hpo.spec.loading import load_spec
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
-from hpo.training import generate as generate_module
 from hpo.training.data import ImageData
 from hpo.training.model import DiffusionModel
 from hpo.training.trainer import train
@@ -50,14 +50,14 @@ def test_every_combination_starts_from_the_same_noise_and_labels(
 ) -> None:
     model, scorer = trained
     seen: dict[tuple[float, int], list[torch.Tensor]] = {}
-    real = generate_module.sample_ddim
+    real = sampler_module.sample_ddim
 
     def recording(denoise, schedule, x, *, steps, eta, generator):  # type: ignore[no-untyped-def]
         key = (round(float(x.sum()), 4), steps)
         seen.setdefault(key, []).append(x.clone())
         return real(denoise, schedule, x, steps=steps, eta=eta, generator=generator)
 
-    monkeypatch.setattr(generate_module, "sample_ddim", recording)
+    monkeypatch.setitem(sampler_module.SAMPLERS, "ddim", recording)
     result = run_sweep(scorer, model, COMBOS, class_frequencies=torch.full((10,), 0.1))
     starts = {(round(float(x.sum()), 4)) for xs in seen.values() for x in xs}
     assert len(starts) == 3  # the same 3 batches of initial noise (48 samples / batch 16) for all 4 combinations
@@ -186,3 +186,58 @@ def test_a_sweeps_cost_counts_every_screened_combination_and_the_costliest_final
     assert replace(sweep, screen_samples=0).evaluations(256) == 256 * 300
     assert sweep.evaluations(256, conditional=False) == 64 * 180 + 192 * 30
     assert sweep.evaluations(256, fixed={"guidance_scale": 1.0}) == 64 * 60 + 192 * 30
+
+
+def test_a_sweep_over_samplers_scores_dpm_solver_on_the_same_weights_and_noise(
+    trained: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, scorer = trained
+    starts: dict[str, set[float]] = {}
+    for name in ("ddim", "dpmpp_2m"):
+        real = sampler_module.SAMPLERS[name]
+
+        def recording(denoise, schedule, x, *, steps, eta, generator, _name=name, _real=real):  # type: ignore[no-untyped-def]
+            starts.setdefault(_name, set()).add(round(float(x.sum()), 4))
+            return _real(denoise, schedule, x, steps=steps, eta=eta, generator=generator)
+
+        monkeypatch.setitem(sampler_module.SAMPLERS, name, recording)
+    combos = [SamplingConfig(2.0, 4), SamplingConfig(2.0, 4, sampler="dpmpp_2m")]
+    result = run_sweep(scorer, model, combos, class_frequencies=torch.full((10,), 0.1))
+    assert starts["ddim"] == starts["dpmpp_2m"] and len(starts["ddim"]) == 3  # the same noise, batch by batch
+    by = {s.sampling.sampler: s.score for s in result.scores}
+    assert set(by) == {"ddim", "dpmpp_2m"} and by["ddim"] != by["dpmpp_2m"]  # two solvers, two sample sets
+
+
+def test_the_spec_names_the_samplers_the_diffusion_package_has() -> None:
+    from hpo.spec.sampling import SAMPLER_NAMES
+
+    assert tuple(sampler_module.SAMPLERS) == SAMPLER_NAMES
+
+
+def test_a_sampler_axis_multiplies_the_combinations_and_old_combinations_read_as_ddim() -> None:
+    from hpo.spec.sampling import build_sweep
+
+    sweep = build_sweep({"guidance_scale": [1, 2], "ddim_steps": 10, "sampler": ["ddim", "dpmpp_2m"]})
+    combos = sweep.combinations()
+    assert len(combos) == 4 and {c.sampler for c in combos} == {"ddim", "dpmpp_2m"}
+    dpm = SamplingConfig(2.0, 10, sampler="dpmpp_2m")
+    assert dpm.as_dict()["sampler"] == "dpmpp_2m" and SamplingConfig.from_dict(dpm.as_dict()) == dpm
+    assert SamplingConfig.from_dict({"guidance_scale": 2, "ddim_steps": 10, "eta": 0}).sampler == "ddim"
+    assert "sampler" not in SamplingConfig(2.0, 10).as_dict() and "sampler" not in SamplingSweep().to_dict()
+    assert "DPM-Solver++(2M)" in dpm.words and dpm.evaluations() == 20  # one evaluation per step, two guided
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"sampler": "euler"}, "sampling.sampler[0]: unknown value 'euler'"),
+        ({"sampler": ["dpmpp_2m"], "eta": [0.5]}, "dpmpp_2m is deterministic: eta must be 0"),
+    ],
+)
+def test_a_wrong_sampler_is_one_line_naming_the_fix(raw: dict[str, Any], message: str) -> None:
+    from hpo.errors import ConfigError
+    from hpo.spec.sampling import build_sweep
+
+    with pytest.raises(ConfigError) as err:
+        build_sweep(raw)
+    assert message in str(err.value) and "\n" not in str(err.value)

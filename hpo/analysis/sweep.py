@@ -129,21 +129,26 @@ def stored_ranking(raw: Any) -> ScreenBy:
 
 
 def sweep_table(result: SweepResult, metric: str) -> str:
-    """The sweep as aligned text, best full-count score marked; an EMA column when it was swept."""
+    """The sweep as aligned text, best full-count score marked; an EMA column when it was swept, a
+    sampler column when more than DDIM was."""
     best = result.best
     with_ema = any(s.sampling.ema_sigma_rel is not None for s in result.scores)
+    with_sampler = any(s.sampling.sampler != "ddim" for s in result.scores)
     ema_head = f" {'EMA':>5}" if with_ema else ""
+    sampler_head = f" {'sampler':>8}" if with_sampler else ""
     lines = [
-        f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head} {'stage':>6} {'samples':>7} {metric:>15} {'KID':>9} "
-        f"{'prec':>5} {'recall':>6}"
+        f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head}{sampler_head} {'stage':>6} {'samples':>7} {metric:>15} "
+        f"{'KID':>9} {'prec':>5} {'recall':>6}"
     ]
     for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.rank_value)):
         mark = "  <- best" if s is best else ""
         sigma = s.sampling.ema_sigma_rel
         ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
+        solver = f" {s.sampling.sampler:>8}" if with_sampler else ""
         lines.append(
-            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema} {s.stage:>6} "
-            f"{s.num_samples:7d} {s.score:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} {fraction(s.recall):>6}{mark}"
+            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema}{solver} "
+            f"{s.stage:>6} {s.num_samples:7d} {s.score:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} "
+            f"{fraction(s.recall):>6}{mark}"
         )
     by = {s.ranked_by for s in result.scores if s.stage == "screen"} - {"fid"}
     if by:

@@ -23,6 +23,9 @@ MAX_COMBINATIONS = 256
 # features) the screen's best 1 reported a combination outside the noise of truth's best on 1 (4.7 sd),
 # its best 3 on none (regret at most 0.7 sd; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
+SamplerName = Literal["ddim", "dpmpp_2m"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
+SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m")
+SAMPLER_WORDS = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)"}
 ScreenBy = Literal["pca", "kid", "fid"]
 SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
 
@@ -33,11 +36,20 @@ class SamplingConfig:
     ddim_steps: int = 50  # DDIM steps (trailing spacing)
     eta: float = 0.0  # 0 = deterministic DDIM, 1 = DDPM-like noise
     ema_sigma_rel: float | None = None  # EMA length rebuilt after training (post-hoc EMA); None: the run's own EMA
+    sampler: SamplerName = "ddim"  # the solver taking the ddim_steps steps: ddim, or dpmpp_2m (DPM-Solver++(2M))
 
     def __post_init__(self) -> None:
         check_guidance(self.guidance_scale)
         require(1 <= self.ddim_steps <= 10_000, "ddim_steps", f"must be in [1, 10000], got {self.ddim_steps}")
         require(0.0 <= self.eta <= 1.0, "eta", f"must be in [0, 1], got {self.eta}")
+        require(
+            self.sampler in SAMPLER_NAMES, "sampler", f"unknown sampler {self.sampler!r}; expected one of "
+            f"{', '.join(SAMPLER_NAMES)}",
+        )  # fmt: skip
+        require(
+            self.sampler == "ddim" or self.eta == 0.0, "eta",
+            f"{self.sampler} is deterministic: eta must be 0, got {self.eta:g} (sweep eta with sampler ddim only)",
+        )  # fmt: skip
         if self.ema_sigma_rel is not None:
             check_sigma_rel(self.ema_sigma_rel, "ema_sigma_rel")
 
@@ -49,12 +61,14 @@ class SamplingConfig:
     @property
     def label(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f" ema={self.ema_sigma_rel:g}"
-        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}"
+        solver = "" if self.sampler == "ddim" else f" {self.sampler}"
+        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}{solver}"
 
     @property
     def words(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f", EMA σ_rel {self.ema_sigma_rel:g}"
-        return f"guidance {self.guidance_scale:g}, {self.ddim_steps} DDIM steps, η {self.eta:g}{ema}"
+        steps = f"{self.ddim_steps} {SAMPLER_WORDS[self.sampler]} steps"
+        return f"guidance {self.guidance_scale:g}, {steps}, η {self.eta:g}{ema}"
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values; ``ema_sigma_rel`` only when set, so combinations stored before post-hoc EMA read
@@ -62,6 +76,8 @@ class SamplingConfig:
         out: dict[str, Any] = {"guidance_scale": self.guidance_scale, "ddim_steps": self.ddim_steps, "eta": self.eta}
         if self.ema_sigma_rel is not None:
             out["ema_sigma_rel"] = self.ema_sigma_rel
+        if self.sampler != "ddim":
+            out["sampler"] = self.sampler
         return out
 
     @classmethod
@@ -69,8 +85,9 @@ class SamplingConfig:
         """The combination stored by :meth:`as_dict` (extra keys, e.g. a score's, are ignored)."""
         sigma = d.get("ema_sigma_rel")
         return cls(
-            float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]), None if sigma is None else float(sigma)
-        )
+            float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]), None if sigma is None else float(sigma),
+            d.get("sampler", "ddim"),
+        )  # fmt: skip
 
 
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingConfig))
@@ -83,6 +100,7 @@ class SamplingSweep:
     ddim_steps: tuple[int, ...] = (50,)
     eta: tuple[float, ...] = (0.0,)
     ema_sigma_rel: tuple[float | None, ...] = (None,)  # EMA lengths rebuilt from snapshots; (None,): the run's EMA
+    sampler: tuple[SamplerName, ...] = ("ddim",)
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = RESCORE_TOP  # ... complete the best few to score.num_samples (the best: the trial's value)
     screen_by: ScreenBy = "pca"  # the screen's ranking: pca (FID in screen_samples/4 principal components), kid, fid
@@ -95,7 +113,7 @@ class SamplingSweep:
         """Every combination; a setting in ``fixed`` (a trial's searched value) replaces its axis."""
         fixed = fixed or {}
         axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
-        return [SamplingConfig(g, int(s), e, m) for g, s, e, m in itertools.product(*axes)]
+        return [SamplingConfig(g, int(s), e, m, k) for g, s, e, m, k in itertools.product(*axes)]
 
     def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
         """Network evaluations one trial's sweep spends at most: with a screen, every combination on
@@ -125,6 +143,8 @@ class SamplingSweep:
         out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
         if not self.posthoc_ema:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
+        if self.sampler == ("ddim",):
+            del out["sampler"]  # likewise
         if self.screen_by == "pca":
             del out["screen_by"]  # likewise the default screen
         return out

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
 
-from hpo.diffusion.sampler import make_denoiser, sample_ddim
+from hpo.diffusion.sampler import make_denoiser, sampler_named
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import to_uint8
 from hpo.training.model import DiffusionModel
@@ -75,8 +75,9 @@ def sample_batches(
             )
             x = initial_noise(shape, first, count, seed).to(device)
             gen = torch.Generator(device).manual_seed(seed * 1_000_003 + first)  # η > 0 noise
+            sample = sampler_named(sampling.sampler)
             with autocast(device, sampling=True):
-                x = sample_ddim(denoise, model.schedule, x, steps=sampling.ddim_steps, eta=sampling.eta, generator=gen)
+                x = sample(denoise, model.schedule, x, steps=sampling.ddim_steps, eta=sampling.eta, generator=gen)
             yield to_uint8(x)
 
 
