@@ -149,6 +149,15 @@ StorageOpt = Annotated[
     str | None, typer.Option("--storage", help="database URL (else $HPO_STORAGE, else ./hpo.db)", show_default=False)
 ]
 ArtifactsOpt = Annotated[Path, typer.Option("--artifacts", help="shared artifact store: grids, checkpoints, logs")]
+MaxNfeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-nfe",
+        help="the best trial and sampling combination within this many network evaluations per image "
+        "(steps, twice under guidance)",
+        min=1,
+    ),
+]
 ThreadsOpt = Annotated[int | None, typer.Option(help="CPU threads for torch (default: all cores)", min=1)]
 WorkerThreadsOpt = Annotated[
     int | None,
@@ -503,12 +512,16 @@ def export_cmd(
     out: Annotated[Path, typer.Option("--output", "-o", help="a folder, new or empty", show_default=False)],
     storage: StorageOpt = None,
     artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
+    max_nfe: MaxNfeOpt = None,
 ) -> None:
     """Take a trial away: its EMA weights, a spec `hpo train` retrains it from, its best sampling settings."""
     from hpo.commands.export import run_export
 
     logs()
-    for path in run_export(source, out, storage=storage, artifacts=artifacts):
+    paths, budget = run_export(source, out, storage=storage, artifacts=artifacts, max_nfe=max_nfe)
+    if budget is not None:
+        typer.echo(budget)
+    for path in paths:
         typer.echo(f"wrote {path}")
     typer.echo(f"sample it with `hpo sample {out}`")
 
@@ -526,6 +539,7 @@ def sample_cmd(
     storage: StorageOpt = None,
     artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     threads: ThreadsOpt = None,
+    max_nfe: MaxNfeOpt = None,
 ) -> None:
     """Draw samples from a trained trial at its best sampling settings and save them as a grid."""
     from hpo.commands.sample import run_sample
@@ -533,9 +547,12 @@ def sample_cmd(
 
     logs()
     set_threads(threads)
-    path, sampling = run_sample(
-        source, out, n=n, seed=seed, guidance=guidance, steps=steps, storage=storage, artifacts=artifacts
-    )
+    path, sampling, budget = run_sample(
+        source, out, n=n, seed=seed, guidance=guidance, steps=steps, storage=storage, artifacts=artifacts,
+        max_nfe=max_nfe,
+    )  # fmt: skip
+    if budget is not None:
+        typer.echo(budget)
     typer.echo(f"{n} samples ({sampling.words}, seed {seed}): {path}")
 
 

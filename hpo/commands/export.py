@@ -15,9 +15,11 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.frontier import best_within, cheapest_text
 from hpo.analysis.record import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord
 from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
+from hpo.service.frontiers import study_frontiers
 from hpo.service.names import artifact_file
 from hpo.service.study import find_trial, require_spec
 from hpo.service.trials import fail_reason
@@ -43,21 +45,44 @@ class Winner:
     provenance: Mapping[str, Any]  # study, trial, value, metric_name
 
 
-def trial_winner(source: str, storage: str | None, artifacts: Path, *, what: str) -> tuple[Winner, Path]:
+def trial_winner(
+    source: str, storage: str | None, artifacts: Path, *, what: str, max_nfe: int | None = None
+) -> tuple[Winner, Path]:
     """``STUDY[:TRIAL]`` (the best complete trial without ``:TRIAL``) → the winner and its EMA
-    weights in the artifact store (``torch.save`` of the network's state_dict)."""
+    weights in the artifact store (``torch.save`` of the network's state_dict). With ``max_nfe``: the
+    best trial (or the named trial's best combination) within that many network evaluations per image,
+    and the provenance says what the budget cost (``budget``)."""
     study, trial = find_trial(source, storage, what=what)
+    sampling, budget = TrialRecord.of(trial).sampling, None
+    if max_nfe is not None:
+        trial, sampling, budget = within_budget(study, trial if ":" in source else None, max_nfe, what=what)
     weights = checkpoint_of(study, trial, artifacts)
-    sampling = TrialRecord.of(trial).sampling
     if sampling is None:
         raise HpoError(f"trial {trial.number} of study {study.study_name!r} stored no sampling; pick another trial")
     stored = require_spec(study)
     spec = spec_from_dict(fixed_spec(stored, trial.params, sampling), file=f"study {study.study_name}")
-    provenance = {
+    provenance: dict[str, Any] = {
         "study": study.study_name, "trial": trial.number, VALUE_ATTR: trial.value,
         METRIC_NAME_ATTR: stored.score.metric_name,
     }  # fmt: skip
+    if budget is not None:
+        provenance.update(max_nfe=max_nfe, budget=budget)
     return Winner(spec, sampling, network_info(study, spec), provenance), weights
+
+
+def within_budget(
+    study: optuna.Study, trial: FrozenTrial | None, max_nfe: int, *, what: str
+) -> tuple[FrozenTrial, SamplingConfig, str]:
+    """The best (trial, combination) within ``max_nfe`` over the study's frontiers (only ``trial``'s
+    when one was named), and the sentence saying what the budget costs against the unconstrained best."""
+    frontiers = study_frontiers(study)
+    if trial is not None:
+        frontiers = {n: f for n, f in frontiers.items() if n == trial.number}
+    pick = best_within(frontiers, max_nfe)
+    if pick is None:
+        raise HpoError(f"{what} --max-nfe {max_nfe}: {cheapest_text(frontiers, max_nfe)}")
+    chosen = next(t for t in study.get_trials(deepcopy=False) if t.number == pick.trial)
+    return chosen, pick.point.sampling, pick.text
 
 
 def checkpoint_of(study: optuna.Study, trial: FrozenTrial, artifacts: Path) -> Path:
@@ -106,14 +131,16 @@ def network_info(study: optuna.Study, spec: Spec) -> NetInfo:
     )  # fmt: skip
 
 
-def run_export(source: str, out: Path, *, storage: str | None, artifacts: Path) -> list[Path]:
+def run_export(
+    source: str, out: Path, *, storage: str | None, artifacts: Path, max_nfe: int | None = None
+) -> tuple[list[Path], str | None]:
     """Write the three files into ``out`` (absent or empty, checked before the trial is read); their paths."""
     from safetensors.torch import save_file  # torch
 
     from hpo.training.checkpoint import load_checkpoint
 
     output_folder(out, holds=f"the export ({WEIGHTS}, {SPEC}, {SAMPLING})", empty=True)
-    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}")
+    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}", max_nfe=max_nfe)
     state = {k: v.contiguous() for k, v in load_checkpoint(weights).items()}
     make_folder(out)
     with writing(out / WEIGHTS) as tmp:
@@ -121,13 +148,15 @@ def run_export(source: str, out: Path, *, storage: str | None, artifacts: Path) 
     who = winner.provenance
     head = (
         f"# Written by `hpo export {who['study']}:{who['trial']}`: the trial's parameters fixed, its best sampling "
-        f"combination ({winner.sampling.words}).\n# `hpo train {out / SPEC}` retrains it.\n"
+        f"combination ({winner.sampling.words}"
+        + (f"; {who['budget']}" if "budget" in who else "")
+        + f").\n# `hpo train {out / SPEC}` retrains it.\n"
     )
     spec_text = head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False)
     write_output(out / SPEC, spec_text)
     settings = json.dumps(exported_settings(winner), indent=2) + "\n"
     write_output(out / SAMPLING, settings)
-    return [out / WEIGHTS, out / SPEC, out / SAMPLING]
+    return [out / WEIGHTS, out / SPEC, out / SAMPLING], who.get("budget")
 
 
 def exported_settings(winner: Winner) -> dict[str, Any]:

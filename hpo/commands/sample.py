@@ -22,12 +22,16 @@ from hpo.training.runtime import resolve_device
 from hpo.training.trainer import make_schedule
 
 
-def load_winner(source: str, *, storage: str | None, artifacts: Path) -> tuple[Winner, dict[str, torch.Tensor]]:
-    """An export folder when ``source`` is a directory, else ``STUDY[:TRIAL]``."""
+def load_winner(
+    source: str, *, storage: str | None, artifacts: Path, max_nfe: int | None = None
+) -> tuple[Winner, dict[str, torch.Tensor]]:
+    """An export folder when ``source`` is a directory, else ``STUDY[:TRIAL]`` (within ``max_nfe``)."""
     folder = Path(source)
     if folder.is_dir():
+        if max_nfe is not None:
+            raise HpoError(f"--max-nfe chooses among a study's trials; {source} is an export folder: give STUDY")
         return read_export(folder)
-    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo sample {source!r}")
+    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo sample {source!r}", max_nfe=max_nfe)
     return winner, load_checkpoint(weights)
 
 
@@ -76,13 +80,14 @@ def run_sample(
     steps: int | None,
     storage: str | None,
     artifacts: Path,
-) -> tuple[Path, SamplingConfig]:
-    """Draw ``n`` samples into the grid ``out``; (its path, the settings used)."""
+    max_nfe: int | None = None,
+) -> tuple[Path, SamplingConfig, str | None]:
+    """Draw ``n`` samples into the grid ``out``; (its path, the settings used, what ``max_nfe`` chose)."""
     grid_file(out)
-    winner, state = load_winner(source, storage=storage, artifacts=artifacts)
+    winner, state = load_winner(source, storage=storage, artifacts=artifacts, max_nfe=max_nfe)
     sampling = chosen_sampling(winner, guidance=guidance, steps=steps)
     model = rebuild(winner, state)
     images = sample_images(model, sampling, n=n, seed=seed)
     with writing(out) as tmp:
         save_grid(images, tmp)
-    return out, sampling
+    return out, sampling, winner.provenance.get("budget")

@@ -22,6 +22,7 @@ from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, f
 from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
+from hpo.service.frontiers import study_frontiers
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
@@ -198,8 +199,33 @@ def study_notes(study: optuna.Study, p: Progress) -> list[str]:
     floor = floor_reading(p.best, noise_of(own_trials(study)), stored_floor)
     best = best_own(study)
     second = fidelity_text(TrialRecord.of(best).fidelity, stored_floor) if best is not None else None
-    lines = (floor, f"best trial: {second}" if second else None, leak_text(own_trials(study)), carried_text(study))
+    cost = frontier_line(study, best.number) if best is not None else None
+    lines = (
+        floor,
+        f"best trial: {second}" if second else None,
+        cost,
+        leak_text(own_trials(study)),
+        carried_text(study),
+    )
     return [line for line in lines if line]
+
+
+def frontier_line(study: optuna.Study, trial: int) -> str | None:
+    """The best trial's quality against sampling cost, when it swept more than one cost."""
+    frontier = study_frontiers(study).get(trial)
+    if frontier is None or len(frontier.points) < 2:
+        return None
+    points = ", ".join(f"{p.nfe} NFE {p.value:.4g}" for p in frontier.points)
+    return f"best trial's cost frontier: {points} ({frontier.statistic}; `hpo export --max-nfe N` takes a budget)"
+
+
+def frontiers_json(study: optuna.Study) -> dict[str, Any]:
+    """Every complete trial's frontier: trial → its points (cost, value, combination)."""
+    return {
+        str(n): {"stage": f.stage, "statistic": f.statistic,
+                 "points": [{"nfe": p.nfe, "value": p.value, "sampling": p.sampling.as_dict()} for p in f.points]}
+        for n, f in study_frontiers(study).items()
+    }  # fmt: skip
 
 
 def study_text(study: optuna.Study, width: int | None = None) -> str:
@@ -228,7 +254,7 @@ def study_json(study: optuna.Study) -> dict[str, Any]:
         "name": study.study_name, "metric": metric_of(study), "n_trials": p.n_trials, "finished": p.finished,
         "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "running": p.running,
         "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
-        "floor": StudyRecord.of(study).floor, "notes": study_notes(study, p),
+        "floor": StudyRecord.of(study).floor, "notes": study_notes(study, p), "frontiers": frontiers_json(study),
     }  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.analysis.frontier import Frontier
 from hpo.analysis.hardware import hardware_of
 from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.narrow import narrow
@@ -67,6 +68,7 @@ from hpo.report.model import (
     Weights,
     WinnerSection,
 )
+from hpo.service.frontiers import study_frontiers
 from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
@@ -204,9 +206,14 @@ def learning_section(name: str, trials: Sequence[FrozenTrial], colours: figures.
     return LearningSection(name, curves, levels)
 
 
-def sweep_section(done: Sequence[FrozenTrial], s: Summary) -> SweepSection:
-    """The sampling sweep's answer, the best trial's grid (steps, and EMA length when swept) and the
-    top trials' ranks side by side."""
+def sweep_section(
+    done: Sequence[FrozenTrial],
+    s: Summary,
+    frontiers: Mapping[int, Frontier] | None = None,
+    floor: Mapping[str, Any] | None = None,
+) -> SweepSection:
+    """The sampling sweep's answer, the best trial's grid (steps, and EMA length when swept), the
+    top trials' ranks side by side and their frontiers of quality against sampling cost."""
     sweeps = [(t, scores) for t in done[:TOP_SWEEPS] if len(scores := sweep_of(t)) > 1]
     answer = sweep_answer(done, s.noise)
     if not sweeps:
@@ -218,7 +225,23 @@ def sweep_section(done: Sequence[FrozenTrial], s: Summary) -> SweepSection:
         f"{shown} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
     )
     ema = ema_reading(best.number, scores, s.metric_name, shown)
-    return SweepSection(answer, grid, ema, relative_plot(sweeps, shown))
+    return SweepSection(answer, grid, ema, relative_plot(sweeps, shown), frontier_plot(sweeps, frontiers or {}, floor))
+
+
+def frontier_plot(
+    sweeps: Sequence[tuple[FrozenTrial, list[ComboScore]]],
+    frontiers: Mapping[int, Frontier],
+    floor: Mapping[str, Any] | None,
+) -> Plot | None:
+    """The top trials' frontiers, when the best one swept more than one cost."""
+    shown = [frontiers[t.number] for t, _ in sweeps if t.number in frontiers]
+    if not shown or len(shown[0].points) < 2:
+        return None
+    caption = (
+        f"Quality against sampling cost: each of the top {len(shown)} trials' best {shown[0].statistic} within each "
+        "number of network evaluations per image (`hpo export --max-nfe N` takes the best within N)"
+    )
+    return Plot(figures.frontier_figure(shown, (floor or {}).get("score")), caption)
 
 
 def ema_reading(trial: int, scores: Sequence[ComboScore], metric: str, shown: str) -> EmaReading | None:
@@ -403,7 +426,7 @@ def build(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None) 
             (importance_reading(fid_imp), importance_reading(val_imp)), narrow_text(study, trials, s.metric_name)
         ),
         learning=learning_section(s.study_name, trials, colours),
-        sweep=sweep_section(done, s),
+        sweep=sweep_section(done, s, study_frontiers(study), StudyRecord.of(study).floor),
         search=search_section(study, trials, fid_imp, s.metric_name, colours),
         samples=samples_section(study, trials, store, s),
         winner=winner_section(study, s, artifact_dir),

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 from plotly.colors import qualitative
 
+from hpo.analysis.frontier import Frontier
 from hpo.analysis.importance import Importances
 from hpo.analysis.record import PRUNING_METRIC, TrialRecord
 from hpo.analysis.sweep import ComboScore
@@ -162,6 +163,26 @@ def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "d
     )  # fmt: skip
     title = {"ddim_steps": "DDIM steps", "ema_sigma_rel": "EMA length σ_rel"}[rows]
     fig.update_layout(xaxis_title="guidance scale", yaxis_title=f"{title} ({stage} stage)")
+    return fig
+
+
+def frontier_figure(frontiers: Sequence[Frontier], floor: float | None) -> go.Figure:
+    """Quality against sampling cost: each trial's best score within each number of network
+    evaluations per image, one line per trial; the real images' score dashed when it is the same
+    statistic (the full count)."""
+    fig = go.Figure()
+    for f in frontiers:
+        fig.add_trace(
+            go.Scatter(
+                x=[p.nfe for p in f.points], y=[p.value for p in f.points], mode="lines+markers", name=f"#{f.trial}",
+                line_shape="hv", text=[p.sampling.words for p in f.points],
+                hovertemplate="%{x} NFE: %{y:.4g} (%{text})<extra></extra>",
+            )
+        )  # fmt: skip
+    if floor is not None and frontiers and frontiers[0].stage == "full":
+        fig.add_hline(y=floor, line_dash="dash", line_color="#2a2", annotation_text="real images")
+    statistic = frontiers[0].statistic if frontiers else ""
+    fig.update_layout(xaxis_title="network evaluations per image (NFE)", yaxis_title=statistic)
     return fig
 
 

@@ -113,6 +113,7 @@ class SweepSection:
     grid: Plot | None  # None: no trial swept more than one combination
     ema: EmaReading | None
     relative: Plot | None  # ranks across the top trials' sweeps, when more than one swept
+    frontier: Plot | None = None  # the top trials' score against sampling cost, when they swept several costs
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,8 @@ def sweep_html(s: SweepSection) -> str:
         out += figure_html(s.ema.plot.figure, s.ema.plot.caption)
     if s.relative is not None:
         out += figure_html(s.relative.figure, s.relative.caption)
+    if s.frontier is not None:
+        out += figure_html(s.frontier.figure, s.frontier.caption)
     return out
 
 

@@ -1,0 +1,30 @@
+"""A study's frontiers of quality against sampling cost, read from its complete trials' stored
+sweeps (:mod:`hpo.analysis.frontier` does the arithmetic)."""
+
+from __future__ import annotations
+
+import optuna
+
+from hpo.analysis.frontier import Frontier, trial_frontier
+from hpo.analysis.record import StudyRecord, TrialRecord
+from hpo.analysis.sweep import ComboScore
+from hpo.service.study import require_spec
+from hpo.service.trials import own_trials
+
+
+def guided_twice(study: optuna.Study) -> bool:
+    """Whether guidance costs two network passes: a conditional network on data with classes."""
+    classes = (StudyRecord.of(study).data or {}).get("classes", 2)
+    return require_spec(study).train.conditional and int(classes) > 1
+
+
+def study_frontiers(study: optuna.Study) -> dict[int, Frontier]:
+    """Trial number → its frontier, for every complete trial that stored a sweep."""
+    conditional = guided_twice(study)
+    out = {}
+    for t in own_trials(study, (optuna.trial.TrialState.COMPLETE,)):
+        scores = [ComboScore.from_dict(d) for d in TrialRecord.of(t).sweep]
+        frontier = trial_frontier(t.number, scores, conditional=conditional) if scores else None
+        if frontier is not None:
+            out[t.number] = frontier
+    return out
