@@ -1,0 +1,239 @@
+"""Does DPM-Solver++(2M) reach at 10 and 20 network evaluations what DDIM needs more for, on good models?
+
+Per model of :mod:`benchmarks.good_models` (the regime where sampling settings matter: best guidance
+inside the grid), every combination below draws TOTAL samples from one noise and label set, and is
+scored by FID∞ (Chong & Forsyth 2020, as ``benchmarks/sweep_truth.py``'s truth: FID at 8 counts
+evenly spaced in 1/n from TOTAL/4 to TOTAL, a line in 1/n, its intercept):
+
+- at each budget (10 and 20 NFE) and each sampler (DDIM, DPM-Solver++(2M)), guidance 1 (NFE steps)
+  and guidance 2 and 3 (NFE/2 steps: a guided step costs two evaluations);
+- DDIM's unconstrained best over the quickstart's grid (guidance 1/2/3 × 10/20/30 steps, up to 60 NFE).
+
+Per model: each sampler's best at each budget; the noise is the sd of a difference between two
+combinations' FID∞, from the two disjoint halves of the samples (``truth_sd``). Per dataset: mean ±
+sd over models, the paired difference DPM − DDIM at each budget and in how many models DPM wins by
+more than 2 noise sd. A sampler ships as a default only where it wins by more than the noise.
+
+    OMP_NUM_THREADS=1 python -m benchmarks.sampler_frontier --measure --datasets digits,photos &   # per core
+    python -m benchmarks.sampler_frontier --tables          # from benchmarks/results/sampler_frontier/*.json
+    python -m benchmarks.sampler_frontier --quick           # a smoke run: 1 digits model, 2 kimg, 256 samples
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.claims import unclaimed
+from benchmarks.common import RESULTS, write_result
+from benchmarks.good_models import CACHE, DATASETS, MODELS, ModelKey, keys, load_model, model_spec, train_model
+from benchmarks.sweep_truth import extrapolated
+from hpo.analysis.noise import pair_sd
+from hpo.scoring.distance import Reference
+from hpo.spec.sampling import SamplerName
+
+TOTAL = 2048
+BUDGETS = (10, 20)
+SAMPLERS: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m")
+GUIDANCE = (1.0, 2.0, 3.0)
+DDIM_GRID = tuple((w, s) for w in GUIDANCE for s in (10, 20, 30))  # the quickstart's grid
+RECORDS = RESULTS / "sampler_frontier"
+
+
+@dataclass(frozen=True)
+class Combo:
+    sampler: SamplerName
+    guidance: float
+    steps: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.sampler}/{self.guidance:g}/{self.steps}"
+
+    @property
+    def nfe(self) -> int:
+        return self.steps * (1 if self.guidance == 1.0 else 2)
+
+
+def combos() -> list[Combo]:
+    """Each sampler at each budget and guidance, then the rest of DDIM's grid; each once."""
+    at_budget = [Combo(k, w, b if w == 1.0 else b // 2) for k in SAMPLERS for b in BUDGETS for w in GUIDANCE]
+    grid = [Combo("ddim", w, s) for w, s in DDIM_GRID]
+    return list(dict.fromkeys(at_budget + grid))
+
+
+def features_path(key: ModelKey, total: int, cache: Path) -> Path:
+    return cache / f"{key.name}-samplers{total}.npz"
+
+
+def sample_model(key: ModelKey, *, total: int, cache: Path, device: str) -> dict[str, np.ndarray] | None:
+    """Train (or load) ``key`` and each combination's features of ``total`` samples, cached (only what
+    the cache lacks is sampled); None for a run that diverged."""
+    import torch
+
+    from hpo.scoring.score import make_scorer, sample_features, score_labels
+    from hpo.spec.sampling import SamplingConfig
+    from hpo.spec.spec import spec_from_dict
+
+    started = time.perf_counter()
+    train_model(key, cache, device)
+    model, _, data = load_model(key, cache, device)
+    if model is None:
+        return None
+    spec = spec_from_dict(model_spec(key.dataset, num_samples=total, cache=cache, device=device))
+    scorer = make_scorer(spec.score, data, device=torch.device(device), cache_dir=cache / "scoring")
+    path = features_path(key, total, cache)
+    out: dict[str, np.ndarray] = {"reference": scorer.reference.features}
+    if path.exists():
+        with np.load(path) as blob:
+            out.update({k: blob[k] for k in blob.files})
+    labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
+    for c in combos():
+        if c.label not in out:
+            sampling = SamplingConfig(guidance_scale=c.guidance, ddim_steps=c.steps, sampler=c.sampler)
+            out[c.label] = sample_features(scorer, model, sampling, labels, start=0, n=total, seed=0).feats
+    tmp = path.with_suffix(".tmp.npz")
+    arrays: dict[str, Any] = {k: v.astype(np.float32) for k, v in out.items()}
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+    print(f"  {key.name}: sampled {len(combos())} combinations in {time.perf_counter() - started:.0f} s", flush=True)
+    return out
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    model: str
+    best: dict[str, dict[str, float]]  # sampler → budget ("10", "20") → the best FID∞ within it
+    ddim_best: float  # DDIM's unconstrained best over the quickstart's grid
+    noise_sd: float  # sd of a difference between two combinations' FID∞
+    truth: dict[str, float]  # combination → FID∞
+
+
+def judge(name: str, feats: dict[str, np.ndarray]) -> ModelResult:
+    reference = Reference.of(feats["reference"].astype(np.float64))
+    stat = extrapolated(0.25, points=8, draws=3)
+    samples = {c.label: feats[c.label].astype(np.float64) for c in combos()}
+    truth = {k: stat(f, reference) for k, f in samples.items()}
+    best: dict[str, dict[str, float]] = {
+        k: {str(b): min(truth[c.label] for c in combos() if c.sampler == k and c.nfe <= b) for b in BUDGETS}
+        for k in SAMPLERS
+    }
+    ddim_best = min(truth[Combo("ddim", w, s).label] for w, s in DDIM_GRID)
+    return ModelResult(name, best, ddim_best, noise_sd(samples, reference), truth)
+
+
+def noise_sd(samples: dict[str, np.ndarray], reference: Reference) -> float:
+    """sd of a difference between two combinations' FID∞: from the two disjoint halves' differences
+    (each at half the count, so scaled by 1/√2 to the whole); pooled over pairs of combinations."""
+    stat = extrapolated(0.25, points=8, draws=3)
+    half = next(iter(samples.values())).shape[0] // 2
+    a = {k: stat(f[:half], reference) for k, f in samples.items()}
+    b = {k: stat(f[half:], reference) for k, f in samples.items()}
+    labels = sorted(a)
+    deltas = [pair_sd(a[x] - a[y], b[x] - b[y]) for i, x in enumerate(labels) for y in labels[i + 1 :]]
+    return math.sqrt(statistics.fmean(d * d for d in deltas)) / math.sqrt(2)
+
+
+def record_path(key: ModelKey, folder: Path = RECORDS) -> Path:
+    return folder / f"{key.name}.json"
+
+
+def measure(datasets: tuple[str, ...], models: int, *, total: int, cache: Path, device: str, folder: Path) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    cache.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    todo = keys(datasets, models)
+    claim = lambda k: cache / f"{k.name}.samplers.claim"  # noqa: E731
+    for key in unclaimed(todo, done=lambda k: record_path(k, folder).exists(), claim_path=claim):
+        feats = sample_model(key, total=total, cache=cache, device=device)
+        if feats is not None:
+            record_path(key, folder).write_text(json.dumps(asdict(judge(key.name, feats)), indent=1))
+
+
+def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
+    """Per budget and sampler: mean ± sd of the best over models; DPM − DDIM paired, and wins by > 2 sd."""
+    out: dict[str, Any] = {"models": len(results), "noise_sd": [round(r.noise_sd, 3) for r in results]}
+    for b in map(str, BUDGETS):
+        for k in SAMPLERS:
+            values = [r.best[k][b] for r in results]
+            out[f"{k}@{b}"] = mean_sd(values)
+        diffs = [r.best["dpmpp_2m"][b] - r.best["ddim"][b] for r in results]
+        out[f"dpm-ddim@{b}"] = mean_sd(diffs)
+        out[f"dpm wins@{b}"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+        out[f"ddim wins@{b}"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+    out["ddim unconstrained"] = mean_sd([r.ddim_best for r in results])
+    return out
+
+
+def mean_sd(values: Sequence[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def mean_sd_text(s: dict[str, Any]) -> Callable[[str], str]:
+    return lambda key: f"{s[key]['mean']:.3g} ± {s[key]['sd']:.2g}"
+
+
+def markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
+    head = "| dataset (models) | budget | DDIM | DPM-Solver++(2M) | DPM − DDIM (paired) | DPM / DDIM wins by > 2 sd |"
+    lines = [head, "| --- | --- | --- | --- | --- | --- |"]
+    for d, s in by_dataset.items():
+        for b in BUDGETS:
+            ms = mean_sd_text(s)
+            lines.append(
+                f"| {d} ({s['models']}) | {b} NFE | {ms(f'ddim@{b}')} | {ms(f'dpmpp_2m@{b}')} | "
+                f"{ms(f'dpm-ddim@{b}')} | {s[f'dpm wins@{b}']} / {s[f'ddim wins@{b}']} |"
+            )
+        u = s["ddim unconstrained"]
+        lines.append(f"| {d} ({s['models']}) | DDIM's best ≤ 60 NFE | {u['mean']:.3g} ± {u['sd']:.2g} | | | |")
+    return "\n".join(lines)
+
+
+def tables(datasets: tuple[str, ...], models: int, folder: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for d in datasets:
+        found = [record_path(k, folder) for k in keys((d,), models) if record_path(k, folder).exists()]
+        results = [ModelResult(**json.loads(p.read_text())) for p in found]
+        if results:
+            out[d] = summary(results)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--models", type=int, default=MODELS)
+    parser.add_argument("--measure", action="store_true", help="only train and sample what is missing")
+    parser.add_argument("--tables", action="store_true", help="only the tables, from the records")
+    parser.add_argument("--device", default="cpu", help="where models train and sample: cpu, cuda, cuda:N")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 digits model, 2 kimg, 256 samples")
+    args = parser.parse_args()
+    datasets, models, total, cache, folder = tuple(args.datasets.split(",")), args.models, TOTAL, CACHE, RECORDS
+    if args.quick:  # the script's path end to end on a weak model; its figures mean nothing
+        import benchmarks.good_models as good
+
+        good.KIMG = {**good.KIMG, "digits": 2}
+        datasets, models, total = ("digits",), 1, 256
+        cache, folder = Path("/tmp/hpo-bench-cache/sampler-frontier-quick"), Path("/tmp/hpo-bench-cache/sampler-quick")
+    if not args.tables:
+        measure(datasets, models, total=total, cache=cache, device=args.device, folder=folder)
+    if args.measure:
+        return
+    by_dataset = tables(datasets, models, folder)
+    print(markdown(by_dataset))
+    if not args.quick:
+        write_result("sampler_frontier", {"datasets": by_dataset, "total_samples": total})
+
+
+if __name__ == "__main__":
+    main()
