@@ -44,6 +44,7 @@ from hpo.report.data import (
 )
 from hpo.report.model import (
     Best,
+    Chart,
     CompanionSection,
     EmaReading,
     Fact,
@@ -54,7 +55,6 @@ from hpo.report.model import (
     ImportanceReading,
     ImportanceSection,
     LearningSection,
-    Plot,
     ReportModel,
     SampleCell,
     SamplesSection,
@@ -168,7 +168,7 @@ def importance_reading(imp: Importances) -> ImportanceReading:
     """The reading in words, and fANOVA's chart beside PED-ANOVA when fANOVA ran."""
     if not imp.fanova:
         return ImportanceReading(imp.reading(), None)
-    plot = Plot(figures.importance_figure(imp), f"Importance for {imp.target} ({imp.n_trials} trials)")
+    plot = Chart(figures.importance_figure(imp), f"Importance for {imp.target} ({imp.n_trials} trials)")
     return ImportanceReading(imp.reading(), plot)
 
 
@@ -193,12 +193,12 @@ def learning_section(name: str, trials: Sequence[FrozenTrial], colours: figures.
     done = complete(trials)
     learning = [t for t in trials if t.state != TrialState.WAITING]
     top = done[:TOP_LEVELS] + [t for t in done[TOP_LEVELS:] if TrialRecord.of(t).baseline]
-    curves = Plot(
+    curves = Chart(
         figures.curve_figure(learning, colours),
         f"Learning curves of {len(learning)} trials: {PRUNING_METRIC} at the fixed evaluation points "
         "(dotted + ✕: pruned or failed)",
     )
-    levels = Plot(
+    levels = Chart(
         figures.level_figure(top, colours),
         f"Where along the noise range the top {len(top)} models are weak: error ratio to a linear denoiser "
         "per log-SNR level, last evaluation (1 = learned nothing there)",
@@ -220,7 +220,7 @@ def sweep_section(
         return SweepSection(answer, None, None, None)
     best, scores = sweeps[0]
     shown = grid_label(scores, s.metric_name)
-    grid = Plot(
+    grid = Chart(
         figures.sweep_figure(scores, s.metric_name),
         f"{shown} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
     )
@@ -232,7 +232,7 @@ def frontier_plot(
     sweeps: Sequence[tuple[FrozenTrial, list[ComboScore]]],
     frontiers: Mapping[int, Frontier],
     floor: Mapping[str, Any] | None,
-) -> Plot | None:
+) -> Chart | None:
     """The top trials' frontiers, when the best one swept more than one cost."""
     shown = [frontiers[t.number] for t, _ in sweeps if t.number in frontiers]
     if not shown or len(shown[0].points) < 2:
@@ -241,7 +241,7 @@ def frontier_plot(
         f"Quality against sampling cost: each of the top {len(shown)} trials' best {shown[0].statistic} within each "
         "number of network evaluations per image (`hpo export --max-nfe N` takes the best within N)"
     )
-    return Plot(figures.frontier_figure(shown, (floor or {}).get("score")), caption)
+    return Chart(figures.frontier_figure(shown, (floor or {}).get("score")), caption)
 
 
 def ema_reading(trial: int, scores: Sequence[ComboScore], metric: str, shown: str) -> EmaReading | None:
@@ -249,7 +249,7 @@ def ema_reading(trial: int, scores: Sequence[ComboScore], metric: str, shown: st
     sentence = ema_sentence(scores)
     if sentence is None:
         return None
-    plot = Plot(
+    plot = Chart(
         figures.sweep_figure(scores, metric, rows="ema_sigma_rel"),
         f"{shown} over guidance × EMA length, trial #{trial}: every length from one training run "
         "(post-hoc EMA, Karras et al. 2024)",
@@ -257,11 +257,11 @@ def ema_reading(trial: int, scores: Sequence[ComboScore], metric: str, shown: st
     return EmaReading(sentence, trial, plot)
 
 
-def relative_plot(sweeps: Sequence[tuple[FrozenTrial, list[ComboScore]]], shown: str) -> Plot | None:
+def relative_plot(sweeps: Sequence[tuple[FrozenTrial, list[ComboScore]]], shown: str) -> Chart | None:
     """Each combination's rank within its trial's own sweep, averaged over the top trials that swept."""
     if len(sweeps) < 2:
         return None
-    return Plot(
+    return Chart(
         figures.relative_sweep_figure([scores for _, scores in sweeps]),
         f"Across the top {len(sweeps)} trials: each combination's rank within its trial's own sweep "
         f"({shown}; 1 = that trial's best), averaged",
@@ -288,11 +288,11 @@ def search_section(
     for name, title, kwargs in wanted:
         fig = figures.optuna_figure(name, study, **kwargs)
         if fig is not None:
-            plots.append(Plot(fig, title))
+            plots.append(Chart(fig, title))
     for param in ("guidance_scale", "ddim_steps"):
         fig = figures.scatter_figure(trials, param, metric, colours)
         if fig is not None:
-            plots.append(Plot(fig, f"{metric} against {param} (searched per trial)"))
+            plots.append(Chart(fig, f"{metric} against {param} (searched per trial)"))
     return SearchSection(MIN_SEARCH_POINTS, numbers, tuple(plots))
 
 

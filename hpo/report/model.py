@@ -8,19 +8,9 @@ import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
-import plotly.graph_objects as go
-
-from hpo.companions.blocks import Block
+from hpo.companions.blocks import Block, Chart
 
 # --- the pieces every section is made of -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Plot:
-    """A drawn Plotly figure and its caption; render lays it out (or says why it is not drawn)."""
-
-    figure: go.Figure
-    caption: str
 
 
 @dataclass(frozen=True)
@@ -82,7 +72,7 @@ class ImportanceReading:
     """One target's importances: the reading in words and its chart (None without fANOVA)."""
 
     reading: str
-    plot: Plot | None
+    plot: Chart | None
 
 
 @dataclass(frozen=True)
@@ -94,8 +84,8 @@ class ImportanceSection:
 @dataclass(frozen=True)
 class LearningSection:
     name: str  # the study's, for the `hpo doctor` hint
-    curves: Plot
-    levels: Plot
+    curves: Chart
+    levels: Chart
 
 
 @dataclass(frozen=True)
@@ -104,23 +94,23 @@ class EmaReading:
 
     sentence: str
     trial: int
-    plot: Plot
+    plot: Chart
 
 
 @dataclass(frozen=True)
 class SweepSection:
     answer: str  # which guidance and how many DDIM steps, and how far the trials behind agree
-    grid: Plot | None  # None: no trial swept more than one combination
+    grid: Chart | None  # None: no trial swept more than one combination
     ema: EmaReading | None
-    relative: Plot | None  # ranks across the top trials' sweeps, when more than one swept
-    frontier: Plot | None = None  # the top trials' score against sampling cost, when they swept several costs
+    relative: Chart | None  # ranks across the top trials' sweeps, when more than one swept
+    frontier: Chart | None = None  # the top trials' score against sampling cost, when they swept several costs
 
 
 @dataclass(frozen=True)
 class SearchSection:
     needed: int  # complete trials before the charts say anything
     complete: tuple[int, ...]  # the complete trials' numbers, best first
-    plots: tuple[Plot, ...] | None  # None: fewer than ``needed`` complete trials
+    plots: tuple[Chart, ...] | None  # None: fewer than ``needed`` complete trials
 
 
 @dataclass(frozen=True)
