@@ -40,3 +40,18 @@ def test_a_running_trial_that_never_beat_is_failed_after_the_grace_period_and_re
     assert trials[beating.number].state == TrialState.RUNNING
     (retry,) = [t for t in trials if t.state == TrialState.WAITING]
     assert retry.system_attrs["failed_trial"] == orphan.number
+
+
+@pytest.mark.parametrize("stored", ["pruned_by_median", "nan_loss", "diverged", "invalid_schedule"])
+def test_a_trial_killed_between_its_pruning_decision_and_the_tell_reads_as_worker_lost(stored: str) -> None:
+    """The objective writes a pruned ending, then raises TrialPruned; a SIGKILL in between leaves the
+    trial RUNNING with that reason until the heartbeat check fails it (seen once in the crowd's chaos)."""
+    from hpo.service.trials import fail_reason
+
+    def trial(state: TrialState) -> optuna.trial.FrozenTrial:
+        return optuna.trial.create_trial(state=state, user_attrs={"fail_reason": stored})
+
+    assert fail_reason(trial(TrialState.FAIL)) == "worker_lost"  # and so it counts as awaiting its retry
+    assert fail_reason(trial(TrialState.PRUNED)) == stored
+    oom = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": "oom"})
+    assert fail_reason(oom) == "oom"  # a failure's own reason stays

@@ -100,12 +100,21 @@ def explain(reason: str) -> str:
     return REASONS.get(reason, "see the worker log")
 
 
+PRUNED_ENDINGS = ("nan_loss", "diverged", "invalid_schedule")  # with pruned_by_*: written just before TrialPruned
+
+
+def ends_pruned(reason: str) -> bool:
+    return reason.startswith("pruned_by_") or reason in PRUNED_ENDINGS
+
+
 def fail_reason(t: FrozenTrial) -> str | None:
-    """Why a finished trial did not complete; None for complete, running and waiting trials."""
+    """Why a finished trial did not complete; None for complete, running and waiting trials. A failed
+    trial whose stored reason is one a pruned trial ends with lost its worker between the decision
+    and telling Optuna (killed in that instant, then failed by the heartbeat check): ``worker_lost``."""
     if t.state not in (TrialState.FAIL, TrialState.PRUNED):
         return None
     reason = TrialRecord.of(t).fail_reason
-    if reason:
+    if reason and not (t.state == TrialState.FAIL and ends_pruned(reason)):
         return reason
     return "worker_lost" if t.state == TrialState.FAIL else "pruned_by_median"
 
