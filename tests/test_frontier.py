@@ -136,3 +136,14 @@ def test_the_report_draws_the_top_trials_frontiers(study_with_weights: tuple[str
     page = (tmp_path / "r.html").read_text()
     assert "Quality against sampling cost: each of the top 2 trials&#x27; best FID of 256 samples" in page
     assert '"name":"#12"' in page and '"x":[10,30,60]' in page  # one line per trial, its costs on x
+
+
+def test_a_study_without_a_spec_still_has_frontiers(tmp_path: Path) -> None:
+    """The report reads studies `hpo launch` did not make (no spec stored): conditional by default."""
+    import optuna
+
+    from hpo.service.frontiers import study_frontiers
+
+    study = optuna.create_study(study_name="plain", storage=f"sqlite:///{tmp_path / 'p.db'}")
+    add(study, {"lr": 1e-3}, value=2.0, curve=[1.0], sweep=planted_sweep(EXPENSIVE_WINNER))
+    assert [p.nfe for p in study_frontiers(study)[0].points] == [10, 30, 60]

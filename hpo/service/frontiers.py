@@ -8,14 +8,16 @@ import optuna
 from hpo.analysis.frontier import Frontier, trial_frontier
 from hpo.analysis.record import StudyRecord, TrialRecord
 from hpo.analysis.sweep import ComboScore
-from hpo.service.study import require_spec
+from hpo.service.study import stored_spec
 from hpo.service.trials import own_trials
 
 
 def guided_twice(study: optuna.Study) -> bool:
-    """Whether guidance costs two network passes: a conditional network on data with classes."""
+    """Whether guidance costs two network passes: a conditional network on data with classes (a study
+    not made by ``hpo launch`` stores no spec: taken as conditional, the default)."""
     classes = (StudyRecord.of(study).data or {}).get("classes", 2)
-    return require_spec(study).train.conditional and int(classes) > 1
+    spec = stored_spec(study)
+    return (spec is None or spec.train.conditional) and int(classes) > 1
 
 
 def study_frontiers(study: optuna.Study) -> dict[int, Frontier]:
