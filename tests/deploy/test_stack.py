@@ -173,8 +173,9 @@ def test_the_stack_runs_a_study_and_its_report_lands_in_reports(stack: Stack) ->
     assert "data:image/png;base64," in report.read_text()
     studies = poll(f"http://127.0.0.1:{stack.ports['DASHBOARD_PORT']}/api/studies")
     assert [s["study_name"] for s in studies["study_summaries"]] == ["first"]
-    runs = poll(f"http://127.0.0.1:{stack.ports['TENSORBOARD_PORT']}/data/runs")
-    assert sorted(runs) == ["first/trial-0000", "first/trial-0001", "first/trial-0002"]
+    expected = ["first/trial-0000", "first/trial-0001", "first/trial-0002"]
+    runs = poll(f"http://127.0.0.1:{stack.ports['TENSORBOARD_PORT']}/data/runs", until=lambda r: len(r) >= 3)
+    assert sorted(runs) == expected  # on a fresh-clone CI run, a first answer held 2 of the 3 runs
 
 
 def test_each_trial_records_where_it_ran_and_the_log_says_when_it_starts_and_ends(stack: Stack) -> None:
@@ -236,7 +237,9 @@ def test_restarting_postgres_mid_trial_loses_nothing_and_spends_no_retry(stack: 
     assert sorted(trials[0].intermediate_values) == [1, 2, 3, 4, 5, 6]
 
 
-def poll(url: str, timeout: float = 120) -> Any:
+def poll(url: str, timeout: float = 120, until: Callable[[Any], bool] = bool) -> Any:
+    """The server's JSON answer once ``until`` holds for it (a server that reloads on an interval, as
+    TensorBoard its log folder, may answer with part of what is there before it does)."""
     import urllib.request
 
     found: list[Any] = []
@@ -244,7 +247,7 @@ def poll(url: str, timeout: float = 120) -> Any:
     def ok() -> bool:
         with urllib.request.urlopen(url, timeout=5) as response:
             found.append(json.load(response))
-        return bool(found[-1])
+        return until(found[-1])
 
     wait_for(url, ok, timeout)
     return found[-1]
