@@ -15,6 +15,7 @@ from hpo.diffusion.sampler import (
     sample_ddim,
     sample_ddpm,
     sample_dpmpp_2m,
+    sample_heun,
     trailing_step,
     trailing_timesteps,
 )
@@ -179,3 +180,62 @@ def test_dpm_solver_pp_2m_starts_from_pure_noise_at_zero_terminal_snr_and_one_st
     torch.testing.assert_close(one, sample_ddim(denoise, schedule, x_T.clone(), steps=1))
     with pytest.raises(ValueError, match="eta must be 0"):
         sample_dpmpp_2m(denoise, schedule, x_T, steps=4, eta=0.5)
+
+
+@pytest.mark.parametrize(("name", "T", "steps"), [("linear", 1000, 10), ("cosine", 250, 20), ("linear", 1000, 7)])
+def test_heun_matches_diffusers_step_for_step(name: str, T: int, steps: int) -> None:
+    from diffusers import HeunDiscreteScheduler
+
+    schedule = NoiseSchedule.create(name, T)
+    x0_of = smooth_denoiser(T)
+    x_T = torch.randn(3, 1, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    denoise = lambda x, t: (x0_of(x, t), _eps(schedule, x, x0_of(x, t), t))  # noqa: E731
+    ours = sample_heun(denoise, schedule, x_T.clone(), steps=steps)
+    theirs: Any = HeunDiscreteScheduler(num_train_timesteps=T, trained_betas=schedule.betas, prediction_type="sample")
+    ts = trailing_timesteps(T, steps)
+    theirs.set_timesteps(timesteps=ts)
+    level = torch.as_tensor(((1 - schedule.alphas_cumprod) / schedule.alphas_cumprod) ** 0.5)[ts]
+    theirs.sigmas = torch.cat([level[:1], level[1:].repeat_interleave(2), torch.zeros(1, dtype=level.dtype)])
+    x = x_T.clone() * (level[0] ** 2 + 1) ** 0.5  # their variable is x/α (init_noise_sigma drops the +1)
+    calls = 0
+    for t in theirs.timesteps:
+        calls += 1
+        model_in = theirs.scale_model_input(x, t)  # x/√(σ̃² + 1) = α·x/α: the network sees our x
+        x = theirs.step(x0_of(model_in, torch.full((3,), int(t))), t, x).prev_sample
+    assert calls == 2 * steps - 1  # Heun's count, as SamplingConfig.evaluations says
+    np.testing.assert_allclose(ours.numpy(), x.numpy(), atol=1e-9)  # their σ's as ours, in float64
+
+
+def _eps(schedule: NoiseSchedule, x: torch.Tensor, x0: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    abar = torch.as_tensor(schedule.alphas_cumprod, dtype=x.dtype)[t].view(-1, 1, 1, 1)
+    return (x - abar.sqrt() * x0) / (1 - abar).sqrt()
+
+
+def test_heun_evaluates_the_network_twice_a_step_but_once_on_the_last_and_one_step_is_ddims() -> None:
+    from hpo.spec.sampling import SamplingConfig
+
+    schedule = NoiseSchedule.create("cosine", 200)
+    x0_of = smooth_denoiser(200)
+    seen: list[int] = []
+
+    def denoise(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        seen.append(int(t[0]))
+        return x0_of(x, t), _eps(schedule, x, x0_of(x, t), t)
+
+    x_T = torch.randn(3, 1, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sample_heun(denoise, schedule, x_T.clone(), steps=6)
+    ts = trailing_timesteps(200, 6)
+    assert seen == [ts[0], *itertools.chain.from_iterable((t, t) for t in ts[1:])]  # all on the grid
+    assert len(seen) == SamplingConfig(1.0, 6, sampler="heun").evaluations() == 11
+    assert SamplingConfig(2.0, 6, sampler="heun").evaluations() == 22  # guided: both passes each time
+    one = sample_heun(denoise, schedule, x_T.clone(), steps=1)
+    torch.testing.assert_close(one, sample_ddim(denoise, schedule, x_T.clone(), steps=1))
+
+
+def test_heun_refuses_zero_terminal_snr_and_a_nonzero_eta_in_one_line() -> None:
+    schedule = NoiseSchedule.create("linear", 100, zero_terminal_snr=True)
+    denoise = make_denoiser(random_unet(), schedule, prediction="v")
+    with pytest.raises(ValueError, match="zero terminal SNR makes it infinite"):
+        sample_heun(denoise, schedule, torch.randn(1, 1, 8, 8), steps=4)
+    with pytest.raises(ValueError, match="eta must be 0"):
+        sample_heun(denoise, NoiseSchedule.create("linear", 100), torch.randn(1, 1, 8, 8), steps=4, eta=0.5)

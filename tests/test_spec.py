@@ -62,6 +62,20 @@ INVALID = {
         "parameterization: standard",
     ),
     "unknown parameterisation": ({"train": {"parameterization": "mu"}}, "train.parameterization"),
+    "heun from an infinite noise level": (
+        {"train": {"zero_terminal_snr": True, "prediction": "v"}, "sampling": {"sampler": ["ddim", "heun"]}},
+        "sampling.sampler: heun with zero_terminal_snr: Heun's first step needs a finite noise level",
+    ),
+    "heun searched against a searched zero terminal SNR": (
+        {
+            "search": search_with(
+                sampler={"type": "categorical", "choices": ["heun", "dpmpp_2m"]},
+                zero_terminal_snr={"type": "categorical", "choices": [False, True]},
+            ),
+            "train": {"prediction": "v"},
+        },
+        "search.sampler: heun with zero_terminal_snr",
+    ),
 }
 
 

@@ -225,6 +225,9 @@ def test_a_sampler_axis_multiplies_the_combinations_and_old_combinations_read_as
     assert SamplingConfig.from_dict({"guidance_scale": 2, "ddim_steps": 10, "eta": 0}).sampler == "ddim"
     assert "sampler" not in SamplingConfig(2.0, 10).as_dict() and "sampler" not in SamplingSweep().to_dict()
     assert "DPM-Solver++(2M)" in dpm.words and dpm.evaluations() == 20  # one evaluation per step, two guided
+    heun = SamplingConfig(2.0, 10, sampler="heun")
+    assert "Heun (EDM)" in heun.words and heun.evaluations() == 38 and heun.evaluations(conditional=False) == 19
+    assert SamplingConfig.from_dict(heun.as_dict()) == heun
 
 
 @pytest.mark.parametrize(
@@ -232,6 +235,7 @@ def test_a_sampler_axis_multiplies_the_combinations_and_old_combinations_read_as
     [
         ({"sampler": "euler"}, "sampling.sampler[0]: unknown value 'euler'"),
         ({"sampler": ["dpmpp_2m"], "eta": [0.5]}, "dpmpp_2m is deterministic: eta must be 0"),
+        ({"sampler": ["heun", "ddim"], "eta": [0.0, 1.0]}, "heun is deterministic: eta must be 0"),
     ],
 )
 def test_a_wrong_sampler_is_one_line_naming_the_fix(raw: dict[str, Any], message: str) -> None:

@@ -175,8 +175,62 @@ def sample_dpmpp_2m(
     return x
 
 
+def _ve_levels(abar: float) -> tuple[float, float]:
+    """(α_t, σ̃_t = σ_t/α_t): the scale and noise level of the variance-exploding variable x̃ = x/α_t."""
+    return abar**0.5, ((1.0 - abar) / abar) ** 0.5
+
+
+@torch.no_grad()
+def sample_heun(
+    denoise: Denoiser,
+    schedule: NoiseSchedule,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    eta: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Heun's second-order method (Karras et al. 2022, "Elucidating the Design Space of Diffusion-Based
+    Generative Models", Algorithm 1, deterministic: S_churn = 0) on the probability-flow ODE
+    dx̃/dσ̃ = (x̃ − D(x̃; σ̃))/σ̃ = ε̂ in the variables x̃ = x/α_t, σ̃ = σ_t/α_t, at the same trailing
+    timesteps as DDIM and then to σ̃ = 0:
+
+    Euler (line 5): x̃' = x̃_i + (σ̃_{i+1} − σ̃_i)·ε̂(x̃_i, t_i) — DDIM's step, written in x̃;
+    correction (lines 7–8, where σ̃_{i+1} > 0): x̃_{i+1} = x̃_i + (σ̃_{i+1} − σ̃_i)·(ε̂(x̃_i, t_i) + ε̂(x̃', t_{i+1}))/2.
+
+    The last step, to σ̃ = 0, is Euler alone, so ``steps`` steps cost 2·steps − 1 network evaluations
+    (``SamplingConfig.evaluations``). Every evaluation falls on an integer timestep of the training
+    schedule. Deterministic (``eta`` must be 0). Matches diffusers' ``HeunDiscreteScheduler`` given
+    the same timesteps (``tests/test_sampler.py``). A zero-terminal-SNR schedule starts at σ̃ = ∞,
+    where the correction is undefined: refused (DDIM and DPM-Solver++ start there)."""
+    if eta != 0.0:
+        raise ValueError(f"Heun is deterministic: eta must be 0, got {eta}")
+    del generator  # one signature with the stochastic samplers
+    abar = schedule.alphas_cumprod
+    timesteps = trailing_timesteps(schedule.T, steps)
+    if float(abar[timesteps[0]]) <= 0.0:
+        raise ValueError("Heun needs a finite noise level at t = T−1; zero terminal SNR makes it infinite (use ddim)")
+    levels = [_ve_levels(float(abar[t])) for t in timesteps] + [(1.0, 0.0)]
+    at = lambda t: torch.full((x.shape[0],), t, device=x.device, dtype=torch.long)  # noqa: E731
+    x_ve = x / levels[0][0]
+    for i, t in enumerate(timesteps):
+        (alpha, level), (alpha_next, level_next) = levels[i], levels[i + 1]
+        _, eps = denoise(alpha * x_ve, at(t))
+        euler = x_ve + (level_next - level) * eps
+        if level_next == 0.0:
+            x_ve = euler
+            continue
+        _, eps_next = denoise(alpha_next * euler, at(timesteps[i + 1]))
+        x_ve = x_ve + (level_next - level) * 0.5 * (eps + eps_next)
+    return x_ve  # α = 1 at σ̃ = 0: x̃ is x
+
+
 Sampler = Callable[..., torch.Tensor]
-SAMPLERS: dict[str, Sampler] = {"ddim": sample_ddim, "dpmpp_2m": sample_dpmpp_2m}  # spec.sampling.SAMPLER_NAMES
+SAMPLERS: dict[str, Sampler] = {  # spec.sampling.SAMPLER_NAMES
+    "ddim": sample_ddim,
+    "dpmpp_2m": sample_dpmpp_2m,
+    "heun": sample_heun,
+}
 
 
 def sampler_named(name: str) -> Sampler:

@@ -23,9 +23,9 @@ MAX_COMBINATIONS = 256
 # features) the screen's best 1 reported a combination outside the noise of truth's best on 1 (4.7 sd),
 # its best 3 on none (regret at most 0.7 sd; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
-SamplerName = Literal["ddim", "dpmpp_2m"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
-SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m")
-SAMPLER_WORDS = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)"}
+SamplerName = Literal["ddim", "dpmpp_2m", "heun"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
+SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
+SAMPLER_WORDS = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)", "heun": "Heun (EDM)"}
 ScreenBy = Literal["pca", "kid", "fid"]
 SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
 
@@ -36,7 +36,7 @@ class SamplingConfig:
     ddim_steps: int = 50  # DDIM steps (trailing spacing)
     eta: float = 0.0  # 0 = deterministic DDIM, 1 = DDPM-like noise
     ema_sigma_rel: float | None = None  # EMA length rebuilt after training (post-hoc EMA); None: the run's own EMA
-    sampler: SamplerName = "ddim"  # the solver taking the ddim_steps steps: ddim, or dpmpp_2m (DPM-Solver++(2M))
+    sampler: SamplerName = "ddim"  # the solver taking the ddim_steps steps: ddim, dpmpp_2m (DPM-Solver++(2M)), heun
 
     def __post_init__(self) -> None:
         check_guidance(self.guidance_scale)
@@ -54,9 +54,10 @@ class SamplingConfig:
             check_sigma_rel(self.ema_sigma_rel, "ema_sigma_rel")
 
     def evaluations(self, conditional: bool = True) -> int:
-        """Network evaluations per sample: one per DDIM step, two under guidance (w ≠ 1) of a
-        conditional network (the conditional and unconditional passes)."""
-        return self.ddim_steps * (2 if conditional and self.guidance_scale != 1.0 else 1)
+        """Network evaluations per sample: one per step (Heun: two, but one on its last step), each
+        twice under guidance (w ≠ 1) of a conditional network (the conditional and unconditional passes)."""
+        calls = 2 * self.ddim_steps - 1 if self.sampler == "heun" else self.ddim_steps
+        return calls * (2 if conditional and self.guidance_scale != 1.0 else 1)
 
     @property
     def label(self) -> str:

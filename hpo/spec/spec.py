@@ -342,6 +342,7 @@ def check_consistency(spec: Spec) -> None:
     _, hi_steps = sampling_bounds(spec, "ddim_steps")
     check_ddim_steps(hi_steps, lo_T, key="search.ddim_steps" if "ddim_steps" in spec.search else "sampling.ddim_steps")
     check_guidance(spec)
+    check_heun(spec)
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
     lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
     check_budget(lo_kimg, hi_batch, spec.train.num_evals, key="train.kimg")
@@ -369,6 +370,23 @@ def sample_count_problems(spec: Spec, channels: int | None = None) -> list[Count
         screen_samples=spec.sampling.screen_samples,
         screen_by=spec.sampling.screen_by,
         combinations=len(spec.sampling.combinations()),
+    )
+
+
+def possible(spec: Spec, name: str, fixed: Any) -> list[Any]:
+    """Every value a setting takes across trials: its searched candidates, else its fixed value(s)."""
+    return candidates(spec.search[name]) if name in spec.search else list(fixed)
+
+
+def check_heun(spec: Spec) -> None:
+    """Heun starts at σ/α of t = T−1, which zero terminal SNR makes infinite."""
+    heun = "heun" in possible(spec, "sampler", spec.sampling.sampler)
+    zero_snr = True in possible(spec, "zero_terminal_snr", (spec.train.zero_terminal_snr,))
+    require(
+        not (heun and zero_snr),
+        "search.sampler" if "sampler" in spec.search else "sampling.sampler",
+        "heun with zero_terminal_snr: Heun's first step needs a finite noise level, zero terminal SNR makes "
+        "it infinite; drop heun or sample those runs with ddim or dpmpp_2m",
     )
 
 
