@@ -74,6 +74,8 @@ def engine() -> Iterator[Engine]:
         if shutil.which(tool) is None:
             raise FileNotFoundError(f"{tool} not found (make test-containers installs it)")
     keep = os.environ.get("HPO_TEST_ENGINE_ROOT")  # a data root kept between runs (its images stay built)
+    if not keep:
+        check_room(Path("/tmp"))
     root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="hpo-engine-", dir="/tmp"))
     root.mkdir(parents=True, exist_ok=True)
     log = (root / "dockerd.log").open("wb")
@@ -94,6 +96,19 @@ def engine() -> Iterator[Engine]:
         unmount_under(root)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+ROOM_GIB = 14  # the image is 6.8 GB (docs/operations.md); pip unpacks its CUDA wheels beside it while building
+
+
+def check_room(folder: Path) -> None:
+    """Fail in one line before a build that would run out of disk (a full disk reads as a pip error)."""
+    free = shutil.disk_usage(folder).free / 2**30
+    if free < ROOM_GIB:
+        raise OSError(
+            f"{free:.1f} GiB free under {folder}; building the image needs about {ROOM_GIB} GiB: "
+            "free some space or set HPO_TEST_ENGINE_ROOT to a folder on a roomier disk"
+        )
 
 
 def unmount_under(root: Path) -> None:
