@@ -58,13 +58,16 @@ def configuration(key: ModelKey) -> dict[str, Any]:
     return draws[key.index]
 
 
-def model_spec(dataset: str, *, num_samples: int = 256, cache: Path = CACHE, device: str = "cpu") -> dict[str, Any]:
-    """The quickstart's spec on ``dataset`` at the population's budget and width."""
+def model_spec(
+    dataset: str, *, num_samples: int = 256, cache: Path = CACHE, device: str = "cpu", kimg: float | None = None
+) -> dict[str, Any]:
+    """The quickstart's spec on ``dataset`` at the population's budget (``kimg`` overrides it) and width."""
     data = {"source": "folder", "path": str(photo_folder(cache))} if dataset == "photos" else {"source": dataset}
+    budget = KIMG[dataset] if kimg is None else kimg
     return spec_with(
         DIGITS,
         merge_data={**data, "cache_dir": str(cache / "data")},
-        merge_train={"kimg": KIMG[dataset], "base_channels": WIDTH, "mup_base_channels": WIDTH, "device": device},
+        merge_train={"kimg": budget, "base_channels": WIDTH, "mup_base_channels": WIDTH, "device": device},
         merge_score={"num_samples": num_samples},
     )
 
@@ -73,8 +76,9 @@ def weights_path(key: ModelKey, cache: Path = CACHE) -> Path:
     return cache / f"{key.name}.pt"
 
 
-def train_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> Path:
-    """Train ``key``'s configuration and cache its EMA weights (a diverged run caches that it diverged)."""
+def train_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu", kimg: float | None = None) -> Path:
+    """Train ``key``'s configuration (for ``kimg`` instead of the population's budget, e.g. a smoke run)
+    and cache its EMA weights (a diverged run caches that it diverged)."""
     import torch
 
     from hpo.spec.spec import spec_from_dict
@@ -85,7 +89,7 @@ def train_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> Path
     out = weights_path(key, cache)
     if out.exists():
         return out
-    spec = spec_from_dict(model_spec(key.dataset, cache=cache, device=device))
+    spec = spec_from_dict(model_spec(key.dataset, cache=cache, device=device, kimg=kimg))
     params = configuration(key)
     started = time.perf_counter()
     try:

@@ -75,7 +75,9 @@ def features_path(key: ModelKey, total: int, cache: Path) -> Path:
     return cache / f"{key.name}-samplers{total}.npz"
 
 
-def sample_model(key: ModelKey, *, total: int, cache: Path, device: str) -> dict[str, np.ndarray] | None:
+def sample_model(
+    key: ModelKey, *, total: int, cache: Path, device: str, kimg: float | None = None
+) -> dict[str, np.ndarray] | None:
     """Train (or load) ``key`` and each combination's features of ``total`` samples, cached (only what
     the cache lacks is sampled); None for a run that diverged."""
     import torch
@@ -85,7 +87,7 @@ def sample_model(key: ModelKey, *, total: int, cache: Path, device: str) -> dict
     from hpo.spec.spec import spec_from_dict
 
     started = time.perf_counter()
-    train_model(key, cache, device)
+    train_model(key, cache, device, kimg)
     model, _, data = load_model(key, cache, device)
     if model is None:
         return None
@@ -147,7 +149,9 @@ def record_path(key: ModelKey, folder: Path = RECORDS) -> Path:
     return folder / f"{key.name}.json"
 
 
-def measure(datasets: tuple[str, ...], models: int, *, total: int, cache: Path, device: str, folder: Path) -> None:
+def measure(
+    datasets: tuple[str, ...], models: int, *, total: int, cache: Path, device: str, folder: Path, kimg: float | None
+) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -156,7 +160,7 @@ def measure(datasets: tuple[str, ...], models: int, *, total: int, cache: Path, 
     todo = keys(datasets, models)
     claim = lambda k: cache / f"{k.name}.samplers.claim"  # noqa: E731
     for key in unclaimed(todo, done=lambda k: record_path(k, folder).exists(), claim_path=claim):
-        feats = sample_model(key, total=total, cache=cache, device=device)
+        feats = sample_model(key, total=total, cache=cache, device=device, kimg=kimg)
         if feats is not None:
             record_path(key, folder).write_text(json.dumps(asdict(judge(key.name, feats)), indent=1))
 
@@ -219,14 +223,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 digits model, 2 kimg, 256 samples")
     args = parser.parse_args()
     datasets, models, total, cache, folder = tuple(args.datasets.split(",")), args.models, TOTAL, CACHE, RECORDS
+    kimg = None
     if args.quick:  # the script's path end to end on a weak model; its figures mean nothing
-        import benchmarks.good_models as good
-
-        good.KIMG = {**good.KIMG, "digits": 2}
-        datasets, models, total = ("digits",), 1, 256
+        datasets, models, total, kimg = ("digits",), 1, 256, 2.0
         cache, folder = Path("/tmp/hpo-bench-cache/sampler-frontier-quick"), Path("/tmp/hpo-bench-cache/sampler-quick")
     if not args.tables:
-        measure(datasets, models, total=total, cache=cache, device=args.device, folder=folder)
+        measure(datasets, models, total=total, cache=cache, device=args.device, folder=folder, kimg=kimg)
     if args.measure:
         return
     by_dataset = tables(datasets, models, folder)

@@ -22,7 +22,7 @@ from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, f
 from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
-from hpo.service.frontiers import study_frontiers
+from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
@@ -199,7 +199,7 @@ def study_notes(study: optuna.Study, p: Progress) -> list[str]:
     floor = floor_reading(p.best, noise_of(own_trials(study)), stored_floor)
     best = best_own(study)
     second = fidelity_text(TrialRecord.of(best).fidelity, stored_floor) if best is not None else None
-    cost = frontier_line(study, best.number) if best is not None else None
+    cost = frontier_line(study, best) if best is not None else None
     lines = (
         floor,
         f"best trial: {second}" if second else None,
@@ -210,9 +210,9 @@ def study_notes(study: optuna.Study, p: Progress) -> list[str]:
     return [line for line in lines if line]
 
 
-def frontier_line(study: optuna.Study, trial: int) -> str | None:
+def frontier_line(study: optuna.Study, best: optuna.trial.FrozenTrial) -> str | None:
     """The best trial's quality against sampling cost, when it swept more than one cost."""
-    frontier = study_frontiers(study).get(trial)
+    frontier = frontier_of(best, guided_twice(study))
     if frontier is None or len(frontier.points) < 2:
         return None
     points = ", ".join(f"{p.nfe} NFE {p.value:.4g}" for p in frontier.points)

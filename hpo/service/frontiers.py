@@ -23,10 +23,11 @@ def guided_twice(study: optuna.Study) -> bool:
 def study_frontiers(study: optuna.Study) -> dict[int, Frontier]:
     """Trial number → its frontier, for every complete trial that stored a sweep."""
     conditional = guided_twice(study)
-    out = {}
-    for t in own_trials(study, (optuna.trial.TrialState.COMPLETE,)):
-        scores = [ComboScore.from_dict(d) for d in TrialRecord.of(t).sweep]
-        frontier = trial_frontier(t.number, scores, conditional=conditional) if scores else None
-        if frontier is not None:
-            out[t.number] = frontier
-    return out
+    found = ((t.number, frontier_of(t, conditional)) for t in own_trials(study, (optuna.trial.TrialState.COMPLETE,)))
+    return {n: f for n, f in found if f is not None}
+
+
+def frontier_of(trial: optuna.trial.FrozenTrial, conditional: bool) -> Frontier | None:
+    """One trial's frontier (None when it stored no sweep); ``conditional``: :func:`guided_twice`."""
+    scores = [ComboScore.from_dict(d) for d in TrialRecord.of(trial).sweep]
+    return trial_frontier(trial.number, scores, conditional=conditional) if scores else None
