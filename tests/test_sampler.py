@@ -10,6 +10,7 @@ import torch
 
 from hpo.diffusion.parameterization import target, to_x0_eps
 from hpo.diffusion.sampler import (
+    evaluation_timesteps,
     guided_output,
     make_denoiser,
     sample_ddim,
@@ -226,6 +227,7 @@ def test_heun_evaluates_the_network_twice_a_step_but_once_on_the_last_and_one_st
     sample_heun(denoise, schedule, x_T.clone(), steps=6)
     ts = trailing_timesteps(200, 6)
     assert seen == [ts[0], *itertools.chain.from_iterable((t, t) for t in ts[1:])]  # all on the grid
+    assert seen == evaluation_timesteps("heun", 200, 6)  # what the sweep's count of evaluations walks
     assert len(seen) == SamplingConfig(1.0, 6, sampler="heun").evaluations() == 11
     assert SamplingConfig(2.0, 6, sampler="heun").evaluations() == 22  # guided: both passes each time
     one = sample_heun(denoise, schedule, x_T.clone(), steps=1)

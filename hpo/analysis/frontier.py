@@ -59,7 +59,7 @@ def trial_frontier(trial: int, scores: Sequence[ComboScore], *, conditional: boo
     """The frontier of one trial's stored sweep; None without a finite score."""
     stage = compared_stage(scores)
     rows = sorted(
-        ((s.sampling.evaluations(conditional), s.rank_value, s.sampling) for s in scores if s.stage == stage),
+        ((s.evaluations(conditional), s.rank_value, s.sampling) for s in scores if s.stage == stage),
         key=lambda r: (r[0], r[1]),
     )
     points: list[FrontierPoint] = []

@@ -4,7 +4,7 @@ at each guidance scale."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +28,11 @@ class ComboScore:
     rank_deficient: bool = False  # fewer samples than feature dimensions: this FID is biased by spread
     ranked_by: ScreenBy = "fid"  # the statistic this stage compares combinations by
     pca_fid: float | None = None  # FID in the reference's top principal components (screen_by: pca)
+    nfe: int | None = None  # network evaluations per sample, counted on the schedule (None: stored before)
+
+    def evaluations(self, conditional: bool) -> int:
+        """Network evaluations per sample: as counted when scored, else as the combination implies."""
+        return self.nfe if self.nfe is not None else self.sampling.evaluations(conditional)
 
     @property
     def rank_value(self) -> float:
@@ -50,6 +55,7 @@ class ComboScore:
             "rank_deficient": self.rank_deficient,
             "ranked_by": self.ranked_by,
             "pca_fid": self.pca_fid,
+            "nfe": self.nfe,
         }
 
     @classmethod
@@ -69,6 +75,7 @@ class ComboScore:
             bool(d.get("rank_deficient", False)),
             stored_ranking(d.get("ranked_by")),
             None if d.get("pca_fid") is None else float(d["pca_fid"]),
+            None if d.get("nfe") is None else int(d["nfe"]),
         )
 
 
@@ -130,23 +137,18 @@ def stored_ranking(raw: Any) -> ScreenBy:
 
 def sweep_table(result: SweepResult, metric: str) -> str:
     """The sweep as aligned text, best full-count score marked; an EMA column when it was swept, a
-    sampler column when more than DDIM was."""
+    sampler column when more than DDIM was, a guidance-interval column when one was set."""
     best = result.best
-    with_ema = any(s.sampling.ema_sigma_rel is not None for s in result.scores)
-    with_sampler = any(s.sampling.sampler != "ddim" for s in result.scores)
-    ema_head = f" {'EMA':>5}" if with_ema else ""
-    sampler_head = f" {'sampler':>8}" if with_sampler else ""
+    extra = [(head, cell) for head, cell, shown in optional_columns() if any(shown(s.sampling) for s in result.scores)]
     lines = [
-        f"{'guidance':>8} {'steps':>5} {'eta':>4}{ema_head}{sampler_head} {'stage':>6} {'samples':>7} {metric:>15} "
-        f"{'KID':>9} {'prec':>5} {'recall':>6}"
+        f"{'guidance':>8} {'steps':>5} {'eta':>4}{''.join(f' {h}' for h, _ in extra)} {'stage':>6} {'samples':>7} "
+        f"{metric:>15} {'KID':>9} {'prec':>5} {'recall':>6}"
     ]
     for s in sorted(result.scores, key=lambda s: (s.stage != "full", s.rank_value)):
         mark = "  <- best" if s is best else ""
-        sigma = s.sampling.ema_sigma_rel
-        ema = (f" {'own':>5}" if sigma is None else f" {sigma:5.3g}") if with_ema else ""
-        solver = f" {s.sampling.sampler:>8}" if with_sampler else ""
+        cells = "".join(f" {cell(s.sampling)}" for _, cell in extra)
         lines.append(
-            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{ema}{solver} "
+            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{cells} "
             f"{s.stage:>6} {s.num_samples:7d} {s.score:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} "
             f"{fraction(s.recall):>6}{mark}"
         )
@@ -155,6 +157,20 @@ def sweep_table(result: SweepResult, metric: str) -> str:
         name = SCREEN_NAMES[by.pop()]
         lines.append(f"screen rows are ranked by {name} (well-posed at their count); full rows by the score itself")
     return "\n".join(lines)
+
+
+Column = tuple[str, Callable[[SamplingConfig], str], Callable[[SamplingConfig], bool]]
+
+
+def optional_columns() -> list[Column]:
+    """(head, cell, whether a combination needs the column): settings shown only when swept or set."""
+    return [
+        (f"{'EMA':>5}", lambda c: f"{'own':>5}" if c.ema_sigma_rel is None else f"{c.ema_sigma_rel:5.3g}",
+         lambda c: c.ema_sigma_rel is not None),
+        (f"{'sampler':>8}", lambda c: f"{c.sampler:>8}", lambda c: c.sampler != "ddim"),
+        (f"{'guided σ':>12}", lambda c: f"{c.interval_text if c.interval_set else 'all':>12}",
+         lambda c: c.interval_set),
+    ]  # fmt: skip
 
 
 def fraction(value: float | None) -> str:

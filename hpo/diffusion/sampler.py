@@ -6,6 +6,8 @@ network, its parameterisation and classifier-free guidance, so samplers know not
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,17 +18,25 @@ from hpo.diffusion.parameterization import Network, model_time, to_x0_eps
 from hpo.diffusion.schedule import NoiseSchedule
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+EVERYWHERE = (0.0, math.inf)  # a guidance interval that holds every noise level
 
 
 def guided_output(
-    net: Network, x: torch.Tensor, t: torch.Tensor, labels: torch.Tensor | None, *, scale: float, null_class: int
+    net: Network,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    labels: torch.Tensor | None,
+    *,
+    scale: float | torch.Tensor,
+    null_class: int,
 ) -> torch.Tensor:
     """Classifier-free guidance (Ho & Salimans 2022, Eq. 6): uncond + w·(cond − uncond).
 
     The conditional and unconditional passes run as one batch of 2B. w = 1 is the conditional
-    model alone (one pass of B); unconditional networks (labels None) are never guided.
+    model alone (one pass of B); unconditional networks (labels None) are never guided. ``scale`` may
+    be a (B, 1, 1, 1) tensor of per-sample w.
     """
-    if labels is None or scale == 1.0:
+    if labels is None or (not isinstance(scale, torch.Tensor) and scale == 1.0):
         return net(x, t, labels)
     null = torch.full_like(labels, null_class)
     out = net(torch.cat([x, x]), torch.cat([t, t]), torch.cat([labels, null]))
@@ -41,13 +51,25 @@ def make_denoiser(
     prediction: str,
     labels: torch.Tensor | None = None,
     guidance_scale: float = 1.0,
+    guidance_interval: tuple[float, float] = EVERYWHERE,
     null_class: int = 0,
     clip: bool = True,
 ) -> Denoiser:
-    """(x_t, t) → (x0̂, ε̂); x0̂ is clipped to [-1, 1] and ε̂ re-derived from it when ``clip``."""
+    """(x_t, t) → (x0̂, ε̂); x0̂ is clipped to [-1, 1] and ε̂ re-derived from it when ``clip``.
+    Guidance applies only at timesteps whose noise level σ/α lies in ``guidance_interval``
+    (:func:`guided_at`); elsewhere the conditional model alone, one pass."""
+    levels = schedule.noise_levels
+
+    def scale_at(t: torch.Tensor) -> float | torch.Tensor:
+        if guidance_interval == EVERYWHERE:
+            return guidance_scale
+        inside = [guided_at(float(levels[i]), guidance_interval) for i in t.tolist()]
+        if all(inside) or not any(inside):
+            return guidance_scale if inside[0] else 1.0
+        return torch.tensor([guidance_scale if k else 1.0 for k in inside], device=t.device).view(-1, 1, 1, 1)
 
     def denoise(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = guided_output(net, x, model_time(t, schedule.T), labels, scale=guidance_scale, null_class=null_class)
+        out = guided_output(net, x, model_time(t, schedule.T), labels, scale=scale_at(t), null_class=null_class)
         alpha, sigma = schedule.alpha_sigma(t)
         x0, eps = to_x0_eps(prediction, out.float(), x, alpha, sigma)
         if clip:
@@ -56,6 +78,13 @@ def make_denoiser(
         return x0, eps
 
     return denoise
+
+
+def guided_at(level: float, interval: tuple[float, float]) -> bool:
+    """Whether guidance applies at noise level σ/α: inside (σ_lo, σ_hi] (Kynkäänniemi et al. 2024,
+    "Applying Guidance in a Limited Interval Improves Sample and Distribution Quality in Diffusion Models")."""
+    low, high = interval
+    return low < level <= high
 
 
 def trailing_timesteps(T: int, steps: int) -> list[int]:
@@ -231,6 +260,16 @@ SAMPLERS: dict[str, Sampler] = {  # spec.sampling.SAMPLER_NAMES
     "dpmpp_2m": sample_dpmpp_2m,
     "heun": sample_heun,
 }
+
+
+def evaluation_timesteps(sampler: str, T: int, steps: int) -> list[int]:
+    """The timesteps at which ``sampler`` evaluates the network, in order: each trailing timestep once
+    (Heun: twice, the first once, :func:`sample_heun`)."""
+    sampler_named(sampler)
+    timesteps = trailing_timesteps(T, steps)
+    if sampler == "heun":
+        return [timesteps[0], *itertools.chain.from_iterable((t, t) for t in timesteps[1:])]
+    return timesteps
 
 
 def sampler_named(name: str) -> Sampler:

@@ -123,6 +123,13 @@ class NoiseSchedule:
         with np.errstate(divide="ignore"):
             return np.log(a) - np.log1p(-a)
 
+    @property
+    def noise_levels(self) -> np.ndarray:
+        """σ_t/α_t = √((1−ᾱ_t)/ᾱ_t), EDM's σ of the same noisy image (Karras et al. 2022); ∞ where ᾱ_t = 0."""
+        a = self.alphas_cumprod
+        with np.errstate(divide="ignore"):
+            return np.sqrt((1.0 - a) / a)
+
     def nearest_timesteps(self, log_snr: np.ndarray) -> np.ndarray:
         """The timestep whose log-SNR is closest to each requested value."""
         return np.abs(self.log_snr[None, :] - np.asarray(log_snr)[:, None]).argmin(axis=1)

@@ -23,6 +23,7 @@ from hpo.analysis.sweep import ComboScore, Stage, SweepResult
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
 from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import SamplingConfig, ScreenBy
+from hpo.training.generate import network_evaluations
 from hpo.training.model import DiffusionModel
 from hpo.training.posthoc_ema import PosthocEma
 
@@ -63,9 +64,10 @@ def run_sweep(
         by: ScreenBy = screen_by if stage == "screen" else "fid"
         dims = pca_dims(sample.feats.shape[0], sample.feats.shape[1]) if by == "pca" else None
         s = scores_of(scorer, sample, conditional=labels is not None, pca_dims=dims)
+        nfe = network_evaluations(combo, model.schedule, conditional=labels is not None)
         entry = ComboScore(
             combo, stage, s.num_samples, s.fid, s.kid, s.class_accuracy, s.sampling_seconds + s.feature_seconds,
-            s.precision, s.recall, s.rank_deficient, by, s.pca_fid,
+            s.precision, s.recall, s.rank_deficient, by, s.pca_fid, nfe,
         )  # fmt: skip
         result.scores.append(entry)
         log.info(

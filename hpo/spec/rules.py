@@ -50,6 +50,19 @@ def check_guidance(scale: float, *, key: str = "guidance_scale") -> None:
     require(0.0 <= scale <= 100.0, key, f"must be in [0, 100], got {scale:g}")
 
 
+def check_guidance_interval(low: float, high: float | None) -> None:
+    """Guidance applies where σ/α lies in (low, high] (Kynkäänniemi et al. 2024): a non-empty interval
+    of noise levels, high None for no upper bound."""
+    require(math.isfinite(low) and low >= 0.0, "guidance_sigma_min", f"must be a noise level σ/α >= 0, got {low:g}")
+    top = math.inf if high is None else high
+    require(
+        top > low,
+        "guidance_sigma_max",
+        f"{top:g} is not above guidance_sigma_min {low:g}: the interval (min, max] would be empty "
+        "(null for no upper bound)",
+    )
+
+
 def check_study_name(name: str, *, key: str = "study.name") -> None:
     """Names a user chooses: a safe set, so that no name decides where files go."""
     if len(name) > MAX_STUDY_NAME:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
-from hpo.spec.rules import check_guidance, check_sigma_rel, require
+from hpo.spec.rules import check_guidance, check_guidance_interval, check_sigma_rel, require
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
@@ -37,9 +37,12 @@ class SamplingConfig:
     eta: float = 0.0  # 0 = deterministic DDIM, 1 = DDPM-like noise
     ema_sigma_rel: float | None = None  # EMA length rebuilt after training (post-hoc EMA); None: the run's own EMA
     sampler: SamplerName = "ddim"  # the solver taking the ddim_steps steps: ddim, dpmpp_2m (DPM-Solver++(2M)), heun
+    guidance_sigma_min: float = 0.0  # guidance only where σ/α lies in (min, max] (Kynkäänniemi et al. 2024) ...
+    guidance_sigma_max: float | None = None  # ... elsewhere the conditional model alone; None: no upper bound
 
     def __post_init__(self) -> None:
         check_guidance(self.guidance_scale)
+        check_guidance_interval(self.guidance_sigma_min, self.guidance_sigma_max)
         require(1 <= self.ddim_steps <= 10_000, "ddim_steps", f"must be in [1, 10000], got {self.ddim_steps}")
         require(0.0 <= self.eta <= 1.0, "eta", f"must be in [0, 1], got {self.eta}")
         require(
@@ -53,9 +56,21 @@ class SamplingConfig:
         if self.ema_sigma_rel is not None:
             check_sigma_rel(self.ema_sigma_rel, "ema_sigma_rel")
 
+    @property
+    def guidance_interval(self) -> tuple[float, float]:
+        """(σ_lo, σ_hi]: the noise levels σ/α where guidance applies; (0, ∞] is everywhere."""
+        return self.guidance_sigma_min, math.inf if self.guidance_sigma_max is None else self.guidance_sigma_max
+
+    @property
+    def interval_set(self) -> bool:
+        return self.guidance_interval != (0.0, math.inf)
+
     def evaluations(self, conditional: bool = True) -> int:
         """Network evaluations per sample: one per step (Heun: two, but one on its last step), each
-        twice under guidance (w ≠ 1) of a conditional network (the conditional and unconditional passes)."""
+        twice under guidance (w ≠ 1) of a conditional network (the conditional and unconditional passes).
+        With a guidance interval this is at most: the steps outside it cost one pass, and which those
+        are depends on the noise schedule (``hpo.training.generate.network_evaluations`` counts them;
+        a sweep stores that count per combination)."""
         calls = 2 * self.ddim_steps - 1 if self.sampler == "heun" else self.ddim_steps
         return calls * (2 if conditional and self.guidance_scale != 1.0 else 1)
 
@@ -63,13 +78,20 @@ class SamplingConfig:
     def label(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f" ema={self.ema_sigma_rel:g}"
         solver = "" if self.sampler == "ddim" else f" {self.sampler}"
-        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}{solver}"
+        interval = f" σ∈{self.interval_text}" if self.interval_set else ""
+        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}{solver}{interval}"
+
+    @property
+    def interval_text(self) -> str:
+        lo, hi = self.guidance_interval
+        return f"({lo:g}, {hi:g}]" if math.isfinite(hi) else f"({lo:g}, ∞)"
 
     @property
     def words(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f", EMA σ_rel {self.ema_sigma_rel:g}"
         steps = f"{self.ddim_steps} {SAMPLER_WORDS[self.sampler]} steps"
-        return f"guidance {self.guidance_scale:g}, {steps}, η {self.eta:g}{ema}"
+        interval = f" for σ in {self.interval_text}" if self.interval_set else ""
+        return f"guidance {self.guidance_scale:g}{interval}, {steps}, η {self.eta:g}{ema}"
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values; ``ema_sigma_rel`` only when set, so combinations stored before post-hoc EMA read
@@ -79,6 +101,10 @@ class SamplingConfig:
             out["ema_sigma_rel"] = self.ema_sigma_rel
         if self.sampler != "ddim":
             out["sampler"] = self.sampler
+        if self.guidance_sigma_min != 0.0:
+            out["guidance_sigma_min"] = self.guidance_sigma_min
+        if self.guidance_sigma_max is not None:
+            out["guidance_sigma_max"] = self.guidance_sigma_max
         return out
 
     @classmethod
@@ -87,7 +113,8 @@ class SamplingConfig:
         sigma = d.get("ema_sigma_rel")
         return cls(
             float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]), None if sigma is None else float(sigma),
-            d.get("sampler", "ddim"),
+            d.get("sampler", "ddim"), float(d.get("guidance_sigma_min", 0.0)),
+            None if d.get("guidance_sigma_max") is None else float(d["guidance_sigma_max"]),
         )  # fmt: skip
 
 
@@ -102,6 +129,8 @@ class SamplingSweep:
     eta: tuple[float, ...] = (0.0,)
     ema_sigma_rel: tuple[float | None, ...] = (None,)  # EMA lengths rebuilt from snapshots; (None,): the run's EMA
     sampler: tuple[SamplerName, ...] = ("ddim",)
+    guidance_sigma_min: tuple[float, ...] = (0.0,)
+    guidance_sigma_max: tuple[float | None, ...] = (None,)
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = RESCORE_TOP  # ... complete the best few to score.num_samples (the best: the trial's value)
     screen_by: ScreenBy = "pca"  # the screen's ranking: pca (FID in screen_samples/4 principal components), kid, fid
@@ -114,7 +143,7 @@ class SamplingSweep:
         """Every combination; a setting in ``fixed`` (a trial's searched value) replaces its axis."""
         fixed = fixed or {}
         axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
-        return [SamplingConfig(g, int(s), e, m, k) for g, s, e, m, k in itertools.product(*axes)]
+        return [SamplingConfig(g, int(s), e, m, k, lo, hi) for g, s, e, m, k, lo, hi in itertools.product(*axes)]
 
     def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
         """Network evaluations one trial's sweep spends at most: with a screen, every combination on
@@ -146,6 +175,9 @@ class SamplingSweep:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
         if self.sampler == ("ddim",):
             del out["sampler"]  # likewise
+        for name, default in (("guidance_sigma_min", 0.0), ("guidance_sigma_max", None)):
+            if out[name] == [default]:
+                del out[name]  # likewise
         if self.screen_by == "pca":
             del out["screen_by"]  # likewise the default screen
         return out
@@ -176,6 +208,13 @@ def build_sweep(raw: Any, path: str = "sampling") -> SamplingSweep:
     sweep = SamplingSweep(**kwargs)
     require(sweep.screen_samples >= 0, f"{path}.screen_samples", f"must be >= 0, got {sweep.screen_samples}")
     require(sweep.rescore_top >= 1, f"{path}.rescore_top", f"must be at least 1, got {sweep.rescore_top}")
+    low = max(sweep.guidance_sigma_min)
+    high = min(math.inf if h is None else h for h in sweep.guidance_sigma_max)
+    require(
+        high > low,
+        f"{path}.guidance_sigma_max",
+        f"{high:g} is not above guidance_sigma_min {low:g}: every pair must leave a non-empty interval (min, max]",
+    )
     n = len(sweep.combinations())
     require(n <= MAX_COMBINATIONS, path, f"{n} combinations; keep at most {MAX_COMBINATIONS}")
     return sweep

@@ -14,13 +14,24 @@ from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
 
-from hpo.diffusion.sampler import make_denoiser, sampler_named
+from hpo.diffusion.sampler import evaluation_timesteps, guided_at, make_denoiser, sampler_named
+from hpo.diffusion.schedule import NoiseSchedule
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import to_uint8
 from hpo.training.model import DiffusionModel
 from hpo.training.runtime import autocast, eval_mode
 
 NOISE_CHUNK = 64
+
+
+def network_evaluations(sampling: SamplingConfig, schedule: NoiseSchedule, *, conditional: bool) -> int:
+    """Network evaluations per sample, exactly: each of the sampler's evaluations, twice where guidance
+    applies (w ≠ 1, a conditional network, the noise level inside the guidance interval).
+    ``SamplingConfig.evaluations`` is the same count without the schedule (every step guided)."""
+    guided = conditional and sampling.guidance_scale != 1.0
+    levels = schedule.noise_levels
+    timesteps = evaluation_timesteps(sampling.sampler, schedule.T, sampling.ddim_steps)
+    return sum(2 if guided and guided_at(float(levels[t]), sampling.guidance_interval) else 1 for t in timesteps)
 
 
 def draw_labels(
@@ -71,6 +82,7 @@ def sample_batches(
                 prediction=model.prediction,
                 labels=batch_labels,
                 guidance_scale=sampling.guidance_scale,
+                guidance_interval=sampling.guidance_interval,
                 null_class=info.null_class,
             )
             x = initial_noise(shape, first, count, seed).to(device)
