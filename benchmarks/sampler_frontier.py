@@ -1,17 +1,18 @@
-"""Does DPM-Solver++(2M) reach at 10 and 20 network evaluations what DDIM needs more for, on good models?
+"""Do DPM-Solver++(2M) or Heun reach at 10 and 20 network evaluations what DDIM needs more for, on good models?
 
 Per model of :mod:`benchmarks.good_models` (the regime where sampling settings matter: best guidance
 inside the grid), every combination below draws TOTAL samples from one noise and label set, and is
 scored by FID∞ (Chong & Forsyth 2020, as ``benchmarks/sweep_truth.py``'s truth: FID at 8 counts
 evenly spaced in 1/n from TOTAL/4 to TOTAL, a line in 1/n, its intercept):
 
-- at each budget (10 and 20 NFE) and each sampler (DDIM, DPM-Solver++(2M)), guidance 1 (NFE steps)
-  and guidance 2 and 3 (NFE/2 steps: a guided step costs two evaluations);
+- at each budget (10 and 20 NFE) and each sampler (DDIM, DPM-Solver++(2M), Heun), guidance 1 and
+  guidance 2 and 3, each at the most steps the budget affords (a guided step costs two evaluations,
+  a Heun step two but its last one: ``SamplingConfig.evaluations``);
 - DDIM's unconstrained best over the quickstart's grid (guidance 1/2/3 × 10/20/30 steps, up to 60 NFE).
 
 Per model: each sampler's best at each budget; the noise is the sd of a difference between two
 combinations' FID∞, from the two disjoint halves of the samples (``truth_sd``). Per dataset: mean ±
-sd over models, the paired difference DPM − DDIM at each budget and in how many models DPM wins by
+sd over models, the paired difference to DDIM at each budget and in how many models each wins by
 more than 2 noise sd. A sampler ships as a default only where it wins by more than the noise.
 
     OMP_NUM_THREADS=1 python -m benchmarks.sampler_frontier --measure --datasets digits,photos &   # per core
@@ -39,11 +40,12 @@ from benchmarks.good_models import CACHE, DATASETS, MODELS, ModelKey, keys, load
 from benchmarks.sweep_truth import extrapolated
 from hpo.analysis.noise import pair_sd
 from hpo.scoring.distance import Reference
-from hpo.spec.sampling import SamplerName
+from hpo.spec.sampling import SamplerName, SamplingConfig
 
 TOTAL = 2048
 BUDGETS = (10, 20)
-SAMPLERS: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m")
+SAMPLERS: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
+CHALLENGERS = SAMPLERS[1:]  # each compared with DDIM
 GUIDANCE = (1.0, 2.0, 3.0)
 DDIM_GRID = tuple((w, s) for w in GUIDANCE for s in (10, 20, 30))  # the quickstart's grid
 RECORDS = RESULTS / "sampler_frontier"
@@ -60,13 +62,23 @@ class Combo:
         return f"{self.sampler}/{self.guidance:g}/{self.steps}"
 
     @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(guidance_scale=self.guidance, ddim_steps=self.steps, sampler=self.sampler)
+
+    @property
     def nfe(self) -> int:
-        return self.steps * (1 if self.guidance == 1.0 else 2)
+        return self.sampling.evaluations(conditional=True)
+
+
+def within(sampler: SamplerName, guidance: float, budget: int) -> Combo:
+    """The most steps of ``sampler`` at ``guidance`` that ``budget`` evaluations afford."""
+    steps = max(n for n in range(1, budget + 1) if Combo(sampler, guidance, n).nfe <= budget)
+    return Combo(sampler, guidance, steps)
 
 
 def combos() -> list[Combo]:
     """Each sampler at each budget and guidance, then the rest of DDIM's grid; each once."""
-    at_budget = [Combo(k, w, b if w == 1.0 else b // 2) for k in SAMPLERS for b in BUDGETS for w in GUIDANCE]
+    at_budget = [within(k, w, b) for k in SAMPLERS for b in BUDGETS for w in GUIDANCE]
     grid = [Combo("ddim", w, s) for w, s in DDIM_GRID]
     return list(dict.fromkeys(at_budget + grid))
 
@@ -83,7 +95,6 @@ def sample_model(
     import torch
 
     from hpo.scoring.score import make_scorer, sample_features, score_labels
-    from hpo.spec.sampling import SamplingConfig
     from hpo.spec.spec import spec_from_dict
 
     started = time.perf_counter()
@@ -101,8 +112,7 @@ def sample_model(
     labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
     for c in combos():
         if c.label not in out:
-            sampling = SamplingConfig(guidance_scale=c.guidance, ddim_steps=c.steps, sampler=c.sampler)
-            out[c.label] = sample_features(scorer, model, sampling, labels, start=0, n=total, seed=0).feats
+            out[c.label] = sample_features(scorer, model, c.sampling, labels, start=0, n=total, seed=0).feats
     tmp = path.with_suffix(".tmp.npz")
     arrays: dict[str, Any] = {k: v.astype(np.float32) for k, v in out.items()}
     np.savez(tmp, **arrays)
@@ -166,16 +176,17 @@ def measure(
 
 
 def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
-    """Per budget and sampler: mean ± sd of the best over models; DPM − DDIM paired, and wins by > 2 sd."""
+    """Per budget and sampler: mean ± sd of the best over models; each challenger − DDIM paired, and in
+    how many models either wins by > 2 noise sd."""
     out: dict[str, Any] = {"models": len(results), "noise_sd": [round(r.noise_sd, 3) for r in results]}
     for b in map(str, BUDGETS):
         for k in SAMPLERS:
-            values = [r.best[k][b] for r in results]
-            out[f"{k}@{b}"] = mean_sd(values)
-        diffs = [r.best["dpmpp_2m"][b] - r.best["ddim"][b] for r in results]
-        out[f"dpm-ddim@{b}"] = mean_sd(diffs)
-        out[f"dpm wins@{b}"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
-        out[f"ddim wins@{b}"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+            out[f"{k}@{b}"] = mean_sd([r.best[k][b] for r in results])
+        for k in CHALLENGERS:
+            diffs = [r.best[k][b] - r.best["ddim"][b] for r in results]
+            out[f"{k}-ddim@{b}"] = mean_sd(diffs)
+            out[f"{k} wins@{b}"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+            out[f"ddim beats {k}@{b}"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
     out["ddim unconstrained"] = mean_sd([r.ddim_best for r in results])
     return out
 
@@ -188,18 +199,22 @@ def mean_sd_text(s: dict[str, Any]) -> Callable[[str], str]:
     return lambda key: f"{s[key]['mean']:.3g} ± {s[key]['sd']:.2g}"
 
 
+NAMES = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)", "heun": "Heun"}
+
+
 def markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
-    head = "| dataset (models) | budget | DDIM | DPM-Solver++(2M) | DPM − DDIM (paired) | DPM / DDIM wins by > 2 sd |"
-    lines = [head, "| --- | --- | --- | --- | --- | --- |"]
+    """Per dataset and budget: each sampler's best (mean ± sd over models), then per challenger its
+    paired difference to DDIM and the models where it / DDIM wins by more than 2 noise sd."""
+    heads = [NAMES[k] for k in SAMPLERS] + [f"{NAMES[k]} − DDIM (wins / losses)" for k in CHALLENGERS]
+    lines = ["| dataset (models) | budget | " + " | ".join(heads) + " |", "| --- " * (2 + len(heads)) + "|"]
     for d, s in by_dataset.items():
+        ms = mean_sd_text(s)
         for b in BUDGETS:
-            ms = mean_sd_text(s)
-            lines.append(
-                f"| {d} ({s['models']}) | {b} NFE | {ms(f'ddim@{b}')} | {ms(f'dpmpp_2m@{b}')} | "
-                f"{ms(f'dpm-ddim@{b}')} | {s[f'dpm wins@{b}']} / {s[f'ddim wins@{b}']} |"
-            )
-        u = s["ddim unconstrained"]
-        lines.append(f"| {d} ({s['models']}) | DDIM's best ≤ 60 NFE | {u['mean']:.3g} ± {u['sd']:.2g} | | | |")
+            best = [ms(f"{k}@{b}") for k in SAMPLERS]
+            versus = [f"{ms(f'{k}-ddim@{b}')} ({s[f'{k} wins@{b}']} / {s[f'ddim beats {k}@{b}']})" for k in CHALLENGERS]
+            lines.append(f"| {d} ({s['models']}) | ≤ {b} NFE | " + " | ".join(best + versus) + " |")
+        blank = " |" * (len(heads) - 1)
+        lines.append(f"| {d} ({s['models']}) | DDIM's best ≤ 60 NFE | {ms('ddim unconstrained')} |{blank}")
     return "\n".join(lines)
 
 
