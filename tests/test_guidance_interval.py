@@ -124,23 +124,56 @@ def test_an_empty_or_negative_interval_is_one_line_naming_the_key(raw: dict[str,
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_sweep_stores_each_combinations_counted_evaluations_and_the_frontier_reads_them(
-    trained: Trained,  # noqa: F811
-) -> None:
+def test_a_sweep_stores_each_combinations_counted_evaluations(trained: Trained) -> None:  # noqa: F811
     model, scorer = trained
-    levels = model.schedule.noise_levels
-    middle = float(levels[model.schedule.T // 2])
+    middle = float(model.schedule.noise_levels[model.schedule.T // 2])
     combos = [SamplingConfig(2.0, 4), SamplingConfig(2.0, 4, guidance_sigma_max=middle)]
     result = run_sweep(scorer, model, combos, class_frequencies=torch.full((10,), 0.1))
-    nfe = {s.sampling: s.evaluations(conditional=True) for s in result.scores}
-    assert all(s.nfe is not None for s in result.scores)
+    nfe = {s.sampling: s.nfe for s in result.scores}
     assert nfe[combos[0]] == 8 and nfe[combos[1]] == network_evaluations(combos[1], model.schedule, conditional=True)
-    assert 4 < nfe[combos[1]] < 8  # the noisy steps ran the conditional model alone
-    stored = [ComboScore.from_dict(s.to_dict()) for s in result.scores]
-    assert [s.nfe for s in stored] == [s.nfe for s in result.scores]
-    frontier = trial_frontier(0, stored, conditional=True)
-    assert frontier is not None and {p.nfe for p in frontier.points} <= set(nfe.values())
-    assert "guided σ" in sweep_table(SweepResult(stored), "FID") and "all" in sweep_table(SweepResult(stored), "FID")
+    assert 4 < (nfe[combos[1]] or 0) < 8  # the noisy steps ran the conditional model alone
+    assert [ComboScore.from_dict(s.to_dict()).nfe for s in result.scores] == [s.nfe for s in result.scores]
+
+
+def test_the_frontier_costs_a_combination_by_its_stored_count_not_its_bound() -> None:
+    everywhere, interval = SamplingConfig(2.0, 10), SamplingConfig(2.0, 10, guidance_sigma_max=3.0)
+    scores = [
+        ComboScore(SamplingConfig(1.0, 10), "full", 256, 9.0, 0.0, None, 1.0, nfe=10),
+        ComboScore(interval, "full", 256, 5.0, 0.0, None, 1.0, nfe=13),  # 3 of its 10 steps guided
+        ComboScore(everywhere, "full", 256, 4.0, 0.0, None, 1.0, nfe=20),
+    ]
+    frontier = trial_frontier(0, scores, conditional=True)
+    assert frontier is not None and [(p.nfe, p.value) for p in frontier.points] == [(10, 9.0), (13, 5.0), (20, 4.0)]
+    assert frontier.within(15) == frontier.points[1]  # its bound, 20, would have put it beyond a budget of 15
+    stored = SweepResult([ComboScore.from_dict(s.to_dict()) for s in scores])
+    table = sweep_table(stored, "FID")
+    assert "guided σ" in table and "(0, 3]" in table and " all " in table
+
+
+def test_where_guidance_does_nothing_the_interval_is_dropped_and_the_combination_counted_once() -> None:
+    sweep = build_sweep(yaml.safe_load("{guidance_scale: [1, 2], ddim_steps: 10, guidance_sigma_max: [null, 5.4]}"))
+    combos = sweep.combinations()
+    assert len(combos) == 3 and SamplingConfig(1.0, 10) in combos  # w = 1 once, with the default interval
+    assert sweep.combinations(conditional=False) == [SamplingConfig(1.0, 10), SamplingConfig(2.0, 10)]
+    assert sweep.evaluations(64, conditional=False) == 64 * 20
+
+
+def test_hpo_train_refuses_a_fixed_heun_at_zero_terminal_snr_and_a_mistyped_setting_in_one_line(
+    tmp_path: Path,
+) -> None:
+    from hpo.commands.train import split_overrides
+    from hpo.spec.loading import load_spec
+    from tests.service_helpers import write_spec
+
+    spec = load_spec(write_spec(tmp_path))
+    cfg = spec.train_config({}).replace(zero_terminal_snr=True, prediction="v")
+    with pytest.raises(ConfigError, match="heun with zero_terminal_snr"):
+        spec.sampling_combinations(cfg, {"sampler": "heun"})
+    with pytest.raises(ConfigError, match="--set guidance_sigma_max: expected a number or null, got 'abc'"):
+        split_overrides(["sampling.guidance_sigma_max=abc"])
+    with pytest.raises(ConfigError, match="expected a number or null, got inf"):
+        split_overrides(["guidance_sigma_max=.inf"])
+    assert split_overrides(["guidance_sigma_max=3", "kimg=2"]) == (["kimg=2"], {"guidance_sigma_max": 3.0})
 
 
 def test_a_score_stored_before_the_count_was_kept_costs_what_its_combination_implies(tmp_path: Path) -> None:
@@ -148,3 +181,11 @@ def test_a_score_stored_before_the_count_was_kept_costs_what_its_combination_imp
          "kid": 0.1, "class_accuracy": None}  # fmt: skip
     old = ComboScore.from_dict(d)
     assert old.nfe is None and old.evaluations(conditional=True) == 20 and old.evaluations(conditional=False) == 10
+
+
+def test_the_reports_answer_names_the_winning_cells_sampler_and_interval() -> None:
+    from hpo.report.data import cell_words
+
+    assert cell_words(SamplingConfig(2.0, 30)) == "guidance 2 at 30 DDIM steps"  # the quickstart's words, unchanged
+    heun = SamplingConfig(2.0, 5, sampler="heun", guidance_sigma_max=3.0)
+    assert cell_words(heun) == "guidance 2 for σ in (0, 3] at 5 Heun (EDM) steps"

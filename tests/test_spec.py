@@ -66,6 +66,30 @@ INVALID = {
         {"train": {"zero_terminal_snr": True, "prediction": "v"}, "sampling": {"sampler": ["ddim", "heun"]}},
         "sampling.sampler: heun with zero_terminal_snr: Heun's first step needs a finite noise level",
     ),
+    "a guidance interval a trial can leave empty": (
+        {
+            "search": search_with(guidance_sigma_min={"type": "float", "low": 0.0, "high": 5.0}),
+            "sampling": {"guidance_sigma_max": 1.0},
+        },
+        "search.guidance_sigma_min: a trial can draw guidance_sigma_min 5 with guidance_sigma_max 1: an empty",
+    ),
+    "a null baseline for a searched number": (
+        {
+            "search": search_with(guidance_sigma_max={"type": "float", "low": 1.0, "high": 5.0}),
+            "baselines": [
+                {
+                    "lr": 1e-3,
+                    "batch_size": 16,
+                    "timesteps": 50,
+                    "schedule": "linear",
+                    "guidance_scale": 2.0,
+                    "ddim_steps": 4,
+                    "guidance_sigma_max": None,
+                }
+            ],
+        },
+        "expected a number in the searched range [1.0, 5.0], got None",
+    ),
     "heun searched against a searched zero terminal SNR": (
         {
             "search": search_with(

@@ -26,7 +26,8 @@ from hpo.service.study import find_trial, require_spec
 from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep
-from hpo.spec.spec import Spec, spec_from_dict
+from hpo.spec.spec import SAMPLING_TYPES, Spec, spec_from_dict
+from hpo.spec.typed import coerce
 from hpo.tracking.base import RunInfo, Runs
 from hpo.tracking.runs import open_runs
 from hpo.training.data import ImageData, load_data
@@ -60,7 +61,8 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:
     for item in overrides:
         key = item.partition("=")[0].rpartition(".")[2]
         if key in SAMPLING_FIELDS:
-            fixed.update(next(iter(parse_overrides([item]).values())))
+            value = next(iter(next(iter(parse_overrides([item]).values())).values()))
+            fixed[key] = coerce(value, SAMPLING_TYPES[key], f"--set {key}")
         else:
             for_spec.append(item)
     return for_spec, fixed

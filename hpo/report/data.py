@@ -22,7 +22,7 @@ from hpo.analysis.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims
-from hpo.spec.sampling import ScreenBy
+from hpo.spec.sampling import SAMPLER_WORDS, SamplingConfig, ScreenBy
 
 
 def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -180,6 +180,12 @@ def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, fl
     return {k: statistics.fmean(v) for k, v in ranks.items()}
 
 
+def cell_words(c: SamplingConfig) -> str:
+    """A grid cell's best combination in words: guidance (and its interval), steps and their sampler."""
+    interval = f" for σ in {c.interval_text}" if c.interval_set else ""
+    return f"guidance {c.guidance_scale:g}{interval} at {c.ddim_steps} {SAMPLER_WORDS[c.sampler]} steps"
+
+
 def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str:
     """Which guidance scale and how many DDIM steps, for the best trial's own model (its sweep), and
     how far the trials behind it agree (by rank within each trial, never by averaging their scores)."""
@@ -194,8 +200,11 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
     enough = min(n for (n, _), v in cells.items() if v - best_value <= margin)
     scale = "" if grid_statistic(scores) == "fid" else " of the screen's statistic"
     why = "the noise" if measured else f"10% of this sweep's range{scale}"
+    stage, at = grid_stage(scores), (best_steps, best_w)
+    cell = [s for s in scores if s.stage == stage and (s.sampling.ddim_steps, s.sampling.guidance_scale) == at]
+    winner = min(cell, key=lambda s: s.rank_value).sampling
     text = (
-        f"For the best trial (#{best_trial.number}): guidance {best_w:g} at {best_steps} DDIM steps samples best "
+        f"For the best trial (#{best_trial.number}): {cell_words(winner)} samples best "
         f"({best_value:.3g}); {enough} steps come within {margin:.2g} of that ({why})."
     )
     others = [combo_ranks(sc) for _, sc in sweeps[1:]]

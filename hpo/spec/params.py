@@ -23,6 +23,8 @@ class FloatParam:
         _check_range(self.low, self.high, self.log, self.step)
 
     def check_contains(self, value: Any, path: str) -> None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ConfigError(path, f"expected a number in the searched range [{self.low}, {self.high}], got {value!r}")
         if not self.low <= float(value) <= self.high:
             raise ConfigError(path, f"{value} is outside the searched range [{self.low}, {self.high}]")
 

@@ -56,6 +56,9 @@ def check_guidance_interval(low: float, high: float | None) -> None:
     require(math.isfinite(low) and low >= 0.0, "guidance_sigma_min", f"must be a noise level σ/α >= 0, got {low:g}")
     top = math.inf if high is None else high
     require(
+        high is None or math.isfinite(high), "guidance_sigma_max", f"must be finite (null: no upper bound), got {high}"
+    )
+    require(
         top > low,
         "guidance_sigma_max",
         f"{top:g} is not above guidance_sigma_min {low:g}: the interval (min, max] would be empty "

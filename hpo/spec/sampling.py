@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
@@ -61,6 +61,14 @@ class SamplingConfig:
         """(σ_lo, σ_hi]: the noise levels σ/α where guidance applies; (0, ∞] is everywhere."""
         return self.guidance_sigma_min, math.inf if self.guidance_sigma_max is None else self.guidance_sigma_max
 
+    def guided(self, conditional: bool = True) -> bool:
+        """Whether guidance changes anything: w ≠ 1 on a conditional network."""
+        return conditional and self.guidance_scale != 1.0
+
+    def unguided_interval(self) -> SamplingConfig:
+        """This combination with the default guidance interval (for one where guidance does nothing)."""
+        return replace(self, guidance_sigma_min=0.0, guidance_sigma_max=None)
+
     @property
     def interval_set(self) -> bool:
         return self.guidance_interval != (0.0, math.inf)
@@ -72,7 +80,7 @@ class SamplingConfig:
         are depends on the noise schedule (``hpo.training.generate.network_evaluations`` counts them;
         a sweep stores that count per combination)."""
         calls = 2 * self.ddim_steps - 1 if self.sampler == "heun" else self.ddim_steps
-        return calls * (2 if conditional and self.guidance_scale != 1.0 else 1)
+        return calls * (2 if self.guided(conditional) else 1)
 
     @property
     def label(self) -> str:
@@ -139,17 +147,21 @@ class SamplingSweep:
         values: tuple[Any, ...] = getattr(self, name)
         return values
 
-    def combinations(self, fixed: Mapping[str, Any] | None = None) -> list[SamplingConfig]:
-        """Every combination; a setting in ``fixed`` (a trial's searched value) replaces its axis."""
+    def combinations(self, fixed: Mapping[str, Any] | None = None, *, conditional: bool = True) -> list[SamplingConfig]:
+        """Every distinct combination; a setting in ``fixed`` (a trial's searched value) replaces its
+        axis. Where guidance does nothing (w = 1, or an unconditional network: ``conditional`` False)
+        the guidance interval means nothing either: such combinations keep the default and count once."""
         fixed = fixed or {}
         axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
-        return [SamplingConfig(g, int(s), e, m, k, lo, hi) for g, s, e, m, k, lo, hi in itertools.product(*axes)]
+        combos = (SamplingConfig(g, int(s), e, m, k, lo, hi) for g, s, e, m, k, lo, hi in itertools.product(*axes))
+        return list(dict.fromkeys(c if c.guided(conditional) else c.unguided_interval() for c in combos))
 
     def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
         """Network evaluations one trial's sweep spends at most: with a screen, every combination on
         ``screen_samples`` and the ``rescore_top`` most expensive completed to ``num_samples``;
         without, every combination on ``num_samples``."""
-        costs = sorted((c.evaluations(conditional) for c in self.combinations(fixed)), reverse=True)
+        combos = self.combinations(fixed, conditional=conditional)
+        costs = sorted((c.evaluations(conditional) for c in combos), reverse=True)
         if not 0 < self.screen_samples < num_samples or len(costs) < 2:
             return num_samples * sum(costs)
         completed = sum(costs[: self.rescore_top]) * (num_samples - self.screen_samples)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
@@ -149,8 +150,13 @@ class Spec:
 
     def sampling_combinations(self, cfg: TrainConfig, params: Mapping[str, Any]) -> list[SamplingConfig]:
         """The combinations one trained model is scored at; ``params`` fix searched sampling settings."""
-        combos = self.sampling.combinations(params)
+        combos = self.sampling.combinations(params, conditional=cfg.conditional)
         check_ddim_steps(max(c.ddim_steps for c in combos), cfg.timesteps, key="sampling.ddim_steps")
+        require(
+            not (cfg.zero_terminal_snr and any(c.sampler == "heun" for c in combos)),
+            "sampling.sampler",
+            HEUN_ZERO_SNR,
+        )
         return combos
 
     def to_dict(self) -> dict[str, Any]:
@@ -343,6 +349,7 @@ def check_consistency(spec: Spec) -> None:
     check_ddim_steps(hi_steps, lo_T, key="search.ddim_steps" if "ddim_steps" in spec.search else "sampling.ddim_steps")
     check_guidance(spec)
     check_heun(spec)
+    check_guidance_intervals(spec)
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
     lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
     check_budget(lo_kimg, hi_batch, spec.train.num_evals, key="train.kimg")
@@ -373,6 +380,12 @@ def sample_count_problems(spec: Spec, channels: int | None = None) -> list[Count
     )
 
 
+HEUN_ZERO_SNR = (
+    "heun with zero_terminal_snr: Heun's first step needs a finite noise level, zero terminal SNR makes it "
+    "infinite; drop heun or sample those runs with ddim or dpmpp_2m"
+)
+
+
 def possible(spec: Spec, name: str, fixed: Any) -> list[Any]:
     """Every value a setting takes across trials: its searched candidates, else its fixed value(s)."""
     return candidates(spec.search[name]) if name in spec.search else list(fixed)
@@ -382,11 +395,22 @@ def check_heun(spec: Spec) -> None:
     """Heun starts at σ/α of t = T−1, which zero terminal SNR makes infinite."""
     heun = "heun" in possible(spec, "sampler", spec.sampling.sampler)
     zero_snr = True in possible(spec, "zero_terminal_snr", (spec.train.zero_terminal_snr,))
+    key = "search.sampler" if "sampler" in spec.search else "sampling.sampler"
+    require(not (heun and zero_snr), key, HEUN_ZERO_SNR)
+
+
+def check_guidance_intervals(spec: Spec) -> None:
+    """Every trial's guidance interval must be non-empty: the largest lower end a trial can draw below
+    the smallest upper end (``null``: none)."""
+    lows = possible(spec, "guidance_sigma_min", spec.sampling.guidance_sigma_min)
+    highs = possible(spec, "guidance_sigma_max", spec.sampling.guidance_sigma_max)
+    low, high = max(lows), min(math.inf if h is None else h for h in highs)
+    key = "search.guidance_sigma_min" if "guidance_sigma_min" in spec.search else "sampling.guidance_sigma_max"
     require(
-        not (heun and zero_snr),
-        "search.sampler" if "sampler" in spec.search else "sampling.sampler",
-        "heun with zero_terminal_snr: Heun's first step needs a finite noise level, zero terminal SNR makes "
-        "it infinite; drop heun or sample those runs with ddim or dpmpp_2m",
+        high > low,
+        key,
+        f"a trial can draw guidance_sigma_min {low:g} with guidance_sigma_max {high:g}: an empty interval "
+        "(min, max]; keep every lower end below every upper end",
     )
 
 
