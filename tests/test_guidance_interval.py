@@ -189,3 +189,10 @@ def test_the_reports_answer_names_the_winning_cells_sampler_and_interval() -> No
     assert cell_words(SamplingConfig(2.0, 30)) == "guidance 2 at 30 DDIM steps"  # the quickstart's words, unchanged
     heun = SamplingConfig(2.0, 5, sampler="heun", guidance_sigma_max=3.0)
     assert cell_words(heun) == "guidance 2 for σ in (0, 3] at 5 Heun (EDM) steps"
+
+
+def test_the_combination_watched_while_training_takes_the_first_sampler_and_interval_listed() -> None:
+    raw = "{guidance_scale: [1, 2, 3], ddim_steps: [10, 20], sampler: [heun, ddim], guidance_sigma_max: 4}"
+    sweep = build_sweep(yaml.safe_load(raw))
+    assert sweep.preview() == SamplingConfig(2.0, 10, sampler="heun", guidance_sigma_max=4.0)
+    assert sweep.preview({"sampler": "ddim"}).sampler == "ddim"  # a trial's searched value wins

@@ -173,13 +173,16 @@ class SamplingSweep:
         return self.ema_sigma_rel != (None,)
 
     def preview(self, fixed: Mapping[str, Any] | None = None) -> SamplingConfig:
-        """The combination used for grids while training: the median guidance and DDIM steps, least η,
-        and the run's own EMA (the only one there is before training ends)."""
+        """The combination used for grids while training: the median guidance and steps, least η, the
+        first sampler and guidance interval listed, and the run's own EMA (the only one there is before
+        training ends)."""
         combos = self.combinations(fixed)
         scales = sorted({c.guidance_scale for c in combos})
         steps = sorted({c.ddim_steps for c in combos})
         median = (len(scales) - 1) // 2, (len(steps) - 1) // 2
-        return SamplingConfig(scales[median[0]], steps[median[1]], min(c.eta for c in combos))
+        names = ("sampler", "guidance_sigma_min", "guidance_sigma_max")
+        first = {n: (fixed or {}).get(n, self.values(n)[0]) for n in names}
+        return SamplingConfig(scales[median[0]], steps[median[1]], min(c.eta for c in combos), **first)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
