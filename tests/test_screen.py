@@ -16,6 +16,7 @@ import yaml
 from cleanfid.fid import frechet_distance
 
 from hpo.analysis.sweep import ComboScore
+from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.run import sample_counts
 from hpo.scoring import sweep as sweep_module
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
@@ -94,7 +95,7 @@ def test_the_screen_picks_the_varied_combination_a_rank_deficient_fid_would_drop
         return SampleFeatures(planted[combo][start : start + n], 0, 0.0, 0.0)
 
     monkeypatch.setattr(sweep_module, "sample_features", features)
-    model: Any = SimpleNamespace(info=SimpleNamespace(num_classes=0))
+    model: Any = SimpleNamespace(info=SimpleNamespace(num_classes=0), schedule=NoiseSchedule.create("linear", 100))
     result = run_sweep(scorer, model, [collapsed, varied], screen_samples=64, rescore_top=1)
     screened = [s for s in result.scores if s.stage == "screen"]
     assert all(s.ranked_by == "pca" and s.rank_deficient and s.pca_fid is not None for s in screened)
@@ -184,7 +185,7 @@ def test_the_shipped_rule_completes_the_combination_a_screen_misorders_on_a_good
         return SampleFeatures(sets[combo][start : start + n], 0, 0.0, 0.0)
 
     monkeypatch.setattr(sweep_module, "sample_features", features)
-    model: Any = SimpleNamespace(info=SimpleNamespace(num_classes=0))
+    model: Any = SimpleNamespace(info=SimpleNamespace(num_classes=0), schedule=NoiseSchedule.create("linear", 100))
 
     def best(rescore_top: int) -> SamplingConfig:
         n, by = sweep.screen_samples, sweep.screen_by
