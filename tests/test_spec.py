@@ -62,10 +62,6 @@ INVALID = {
         "parameterization: standard",
     ),
     "unknown parameterisation": ({"train": {"parameterization": "mu"}}, "train.parameterization"),
-    "heun from an infinite noise level": (
-        {"train": {"zero_terminal_snr": True, "prediction": "v"}, "sampling": {"sampler": ["ddim", "heun"]}},
-        "sampling.sampler: heun with zero_terminal_snr: Heun's first step needs a finite noise level",
-    ),
     "a guidance interval a trial can leave empty": (
         {
             "search": search_with(guidance_sigma_min={"type": "float", "low": 0.0, "high": 5.0}),
@@ -89,16 +85,6 @@ INVALID = {
             ],
         },
         "expected a number in the searched range [1.0, 5.0], got None",
-    ),
-    "heun searched against a searched zero terminal SNR": (
-        {
-            "search": search_with(
-                sampler={"type": "categorical", "choices": ["heun", "dpmpp_2m"]},
-                zero_terminal_snr={"type": "categorical", "choices": [False, True]},
-            ),
-            "train": {"prediction": "v"},
-        },
-        "search.sampler: heun with zero_terminal_snr",
     ),
 }
 

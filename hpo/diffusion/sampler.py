@@ -204,9 +204,16 @@ def sample_dpmpp_2m(
     return x
 
 
-def _ve_levels(abar: float) -> tuple[float, float]:
-    """(α_t, σ̃_t = σ_t/α_t): the scale and noise level of the variance-exploding variable x̃ = x/α_t."""
-    return abar**0.5, ((1.0 - abar) / abar) ** 0.5
+HEUN_SIGMA_MAX = 80.0  # EDM's σ_max (Karras et al. 2022, Table 1); Heun corrects no step that starts above it
+
+
+def heun_corrects(level: float, level_next: float) -> bool:
+    """Whether Heun corrects the step from noise level σ/α = ``level`` to ``level_next``: not the last
+    (to σ = 0, Algorithm 1 line 6) and not one from above EDM's σ_max, where the trapezoid's two
+    slopes lie so far apart (σ/α reaches 157 on a linear T = 1000 schedule, ~10⁴ on a cosine one, ∞ at
+    zero terminal SNR) that the correction overshoots: on a cosine T = 1000 photo model, correcting
+    the first step gave FID∞ 1 400-1 900 where DPM-Solver++ reached 8.1 (benchmarks/sampler_frontier.py)."""
+    return level_next > 0.0 and level <= HEUN_SIGMA_MAX
 
 
 @torch.no_grad()
@@ -224,34 +231,31 @@ def sample_heun(
     dx̃/dσ̃ = (x̃ − D(x̃; σ̃))/σ̃ = ε̂ in the variables x̃ = x/α_t, σ̃ = σ_t/α_t, at the same trailing
     timesteps as DDIM and then to σ̃ = 0:
 
-    Euler (line 5): x̃' = x̃_i + (σ̃_{i+1} − σ̃_i)·ε̂(x̃_i, t_i) — DDIM's step, written in x̃;
-    correction (lines 7–8, where σ̃_{i+1} > 0): x̃_{i+1} = x̃_i + (σ̃_{i+1} − σ̃_i)·(ε̂(x̃_i, t_i) + ε̂(x̃', t_{i+1}))/2.
+    Euler (line 5): x̃' = x̃_i + (σ̃_{i+1} − σ̃_i)·ε̂(x̃_i, t_i) = x0̂_i + σ̃_{i+1}·ε̂_i — DDIM's step;
+    correction (lines 7–8): x̃_{i+1} = x̃_i + (σ̃_{i+1} − σ̃_i)·(ε̂(x̃_i, t_i) + ε̂(x̃', t_{i+1}))/2,
+    on every step but the last (to σ̃ = 0) and those starting above σ̃ = 80 (:func:`heun_corrects`).
 
-    The last step, to σ̃ = 0, is Euler alone, so ``steps`` steps cost 2·steps − 1 network evaluations
-    (``SamplingConfig.evaluations``). Every evaluation falls on an integer timestep of the training
-    schedule. Deterministic (``eta`` must be 0). Matches diffusers' ``HeunDiscreteScheduler`` given
-    the same timesteps (``tests/test_sampler.py``). A zero-terminal-SNR schedule starts at σ̃ = ∞,
-    where the correction is undefined: refused (DDIM and DPM-Solver++ start there)."""
+    So ``steps`` steps cost at most 2·steps − 1 network evaluations (``SamplingConfig.evaluations``;
+    :func:`evaluation_timesteps` lists them for a schedule), each on an integer timestep of the
+    training schedule. Deterministic (``eta`` must be 0). Where σ̃ starts at most 80 it matches
+    diffusers' ``HeunDiscreteScheduler`` given the same timesteps (``tests/test_sampler.py``); zero
+    terminal SNR (σ̃ = ∞ at t = T−1) starts with DDIM's step, as above 80."""
     if eta != 0.0:
         raise ValueError(f"Heun is deterministic: eta must be 0, got {eta}")
     del generator  # one signature with the stochastic samplers
-    abar = schedule.alphas_cumprod
+    abar, noise = schedule.alphas_cumprod, schedule.noise_levels
     timesteps = trailing_timesteps(schedule.T, steps)
-    if float(abar[timesteps[0]]) <= 0.0:
-        raise ValueError("Heun needs a finite noise level at t = T−1; zero terminal SNR makes it infinite (use ddim)")
-    levels = [_ve_levels(float(abar[t])) for t in timesteps] + [(1.0, 0.0)]
+    levels = [(float(abar[t]) ** 0.5, float(noise[t])) for t in timesteps] + [(1.0, 0.0)]
     at = lambda t: torch.full((x.shape[0],), t, device=x.device, dtype=torch.long)  # noqa: E731
-    x_ve = x / levels[0][0]
     for i, t in enumerate(timesteps):
         (alpha, level), (alpha_next, level_next) = levels[i], levels[i + 1]
-        _, eps = denoise(alpha * x_ve, at(t))
-        euler = x_ve + (level_next - level) * eps
-        if level_next == 0.0:
-            x_ve = euler
-            continue
-        _, eps_next = denoise(alpha_next * euler, at(timesteps[i + 1]))
-        x_ve = x_ve + (level_next - level) * 0.5 * (eps + eps_next)
-    return x_ve  # α = 1 at σ̃ = 0: x̃ is x
+        x0, eps = denoise(x, at(t))
+        x_next = x0 + level_next * eps  # Euler, written so that σ̃ = ∞ needs no x/α
+        if heun_corrects(level, level_next):
+            _, eps_next = denoise(alpha_next * x_next, at(timesteps[i + 1]))
+            x_next = x / alpha + (level_next - level) * 0.5 * (eps + eps_next)
+        x = alpha_next * x_next
+    return x  # α = 1 at σ̃ = 0
 
 
 Sampler = Callable[..., torch.Tensor]
@@ -262,14 +266,17 @@ SAMPLERS: dict[str, Sampler] = {  # spec.sampling.SAMPLER_NAMES
 }
 
 
-def evaluation_timesteps(sampler: str, T: int, steps: int) -> list[int]:
-    """The timesteps at which ``sampler`` evaluates the network, in order: each trailing timestep once
-    (Heun: twice, the first once, :func:`sample_heun`)."""
+def evaluation_timesteps(sampler: str, schedule: NoiseSchedule, steps: int) -> list[int]:
+    """The timesteps at which ``sampler`` evaluates the network, in order: each trailing timestep once,
+    and for Heun each corrected step's end once more (:func:`heun_corrects`)."""
     sampler_named(sampler)
-    timesteps = trailing_timesteps(T, steps)
-    if sampler == "heun":
-        return [timesteps[0], *itertools.chain.from_iterable((t, t) for t in timesteps[1:])]
-    return timesteps
+    timesteps = trailing_timesteps(schedule.T, steps)
+    if sampler != "heun":
+        return timesteps
+    levels = schedule.noise_levels
+    steps_between = itertools.pairwise(timesteps)
+    corrected = [end for start, end in steps_between if heun_corrects(float(levels[start]), float(levels[end]))]
+    return sorted([*timesteps, *corrected], reverse=True)
 
 
 def sampler_named(name: str) -> Sampler:

@@ -152,11 +152,6 @@ class Spec:
         """The combinations one trained model is scored at; ``params`` fix searched sampling settings."""
         combos = self.sampling.combinations(params, conditional=cfg.conditional)
         check_ddim_steps(max(c.ddim_steps for c in combos), cfg.timesteps, key="sampling.ddim_steps")
-        require(
-            not (cfg.zero_terminal_snr and any(c.sampler == "heun" for c in combos)),
-            "sampling.sampler",
-            HEUN_ZERO_SNR,
-        )
         return combos
 
     def to_dict(self) -> dict[str, Any]:
@@ -348,7 +343,6 @@ def check_consistency(spec: Spec) -> None:
     _, hi_steps = sampling_bounds(spec, "ddim_steps")
     check_ddim_steps(hi_steps, lo_T, key="search.ddim_steps" if "ddim_steps" in spec.search else "sampling.ddim_steps")
     check_guidance(spec)
-    check_heun(spec)
     check_guidance_intervals(spec)
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
     lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
@@ -380,23 +374,9 @@ def sample_count_problems(spec: Spec, channels: int | None = None) -> list[Count
     )
 
 
-HEUN_ZERO_SNR = (
-    "heun with zero_terminal_snr: Heun's first step needs a finite noise level, zero terminal SNR makes it "
-    "infinite; drop heun or sample those runs with ddim or dpmpp_2m"
-)
-
-
 def possible(spec: Spec, name: str, fixed: Any) -> list[Any]:
     """Every value a setting takes across trials: its searched candidates, else its fixed value(s)."""
     return candidates(spec.search[name]) if name in spec.search else list(fixed)
-
-
-def check_heun(spec: Spec) -> None:
-    """Heun starts at σ/α of t = T−1, which zero terminal SNR makes infinite."""
-    heun = "heun" in possible(spec, "sampler", spec.sampling.sampler)
-    zero_snr = True in possible(spec, "zero_terminal_snr", (spec.train.zero_terminal_snr,))
-    key = "search.sampler" if "sampler" in spec.search else "sampling.sampler"
-    require(not (heun and zero_snr), key, HEUN_ZERO_SNR)
 
 
 def check_guidance_intervals(spec: Spec) -> None:

@@ -30,7 +30,7 @@ def network_evaluations(sampling: SamplingConfig, schedule: NoiseSchedule, *, co
     ``SamplingConfig.evaluations`` is the same count without the schedule (every step guided)."""
     guided = conditional and sampling.guidance_scale != 1.0
     levels = schedule.noise_levels
-    timesteps = evaluation_timesteps(sampling.sampler, schedule.T, sampling.ddim_steps)
+    timesteps = evaluation_timesteps(sampling.sampler, schedule, sampling.ddim_steps)
     return sum(2 if guided and guided_at(float(levels[t]), sampling.guidance_interval) else 1 for t in timesteps)
 
 
