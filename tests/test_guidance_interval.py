@@ -158,9 +158,16 @@ def test_where_guidance_does_nothing_the_interval_is_dropped_and_the_combination
     assert sweep.evaluations(64, conditional=False) == 64 * 20
 
 
-def test_hpo_train_refuses_a_mistyped_sampling_setting_in_one_line() -> None:
+def test_hpo_train_refuses_a_mistyped_sampling_setting_in_one_line(tmp_path: Path) -> None:
     from hpo.commands.train import split_overrides
+    from tests.cli import run_cli
+    from tests.service_helpers import write_spec
 
+    spec, out = write_spec(tmp_path), tmp_path / "run"
+    code, _, err = run_cli(["train", str(spec), "--set", "sampling.guidance_sigma_max=abc", "-o", str(out)])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "--set guidance_sigma_max: expected a number or null, got 'abc'" in err
+    assert not (out / "summary.json").exists()  # refused before any training
     with pytest.raises(ConfigError, match="--set guidance_sigma_max: expected a number or null, got 'abc'"):
         split_overrides(["sampling.guidance_sigma_max=abc"])
     with pytest.raises(ConfigError, match="expected a number or null, got inf"):
