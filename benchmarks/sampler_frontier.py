@@ -8,12 +8,17 @@ evenly spaced in 1/n from TOTAL/4 to TOTAL, a line in 1/n, its intercept):
 - at each budget (10 and 20 NFE) and each sampler (DDIM, DPM-Solver++(2M), Heun), guidance 1 and
   guidance 2 and 3, each at the most steps the budget affords (a guided step costs two evaluations,
   a Heun step two but its last one: ``SamplingConfig.evaluations``);
-- DDIM's unconstrained best over the quickstart's grid (guidance 1/2/3 × 10/20/30 steps, up to 60 NFE).
+- DDIM's unconstrained best over the quickstart's grid (guidance 1/2/3 × 10/20/30 steps, up to 60 NFE);
+- guidance in a limited interval (Kynkäänniemi et al. 2024): DDIM at 30 steps and guidance 2, 3 and
+  4, guided only where σ/α lies in each of ``INTERVALS`` (the conditional model alone elsewhere, one
+  pass), against the same guidances applied everywhere; its network evaluations counted exactly on
+  the model's own schedule (:func:`hpo.training.generate.network_evaluations`).
 
 Per model: each sampler's best at each budget; the noise is the sd of a difference between two
 combinations' FID∞, from the two disjoint halves of the samples (``truth_sd``). Per dataset: mean ±
 sd over models, the paired difference to DDIM at each budget and in how many models each wins by
-more than 2 noise sd. A sampler ships as a default only where it wins by more than the noise.
+more than 2 noise sd. A sampler ships as a default only where it wins by more than the noise; an
+interval is swept in the GPU spec only where it does.
 
     OMP_NUM_THREADS=1 python -m benchmarks.sampler_frontier --measure --datasets digits,photos &   # per core
     python -m benchmarks.sampler_frontier --tables          # from benchmarks/results/sampler_frontier/*.json
@@ -28,7 +33,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,11 @@ SAMPLERS: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
 CHALLENGERS = SAMPLERS[1:]  # each compared with DDIM
 GUIDANCE = (1.0, 2.0, 3.0)
 DDIM_GRID = tuple((w, s) for w in GUIDANCE for s in (10, 20, 30))  # the quickstart's grid
+# Kynkäänniemi et al. 2024's best intervals (σ_lo, σ_hi]: EDM2-S on ImageNet-512 (0.28, 2.9], SD-XL (0.28, 5.42]
+INTERVALS: tuple[tuple[float, float], ...] = ((0.28, 2.9), (0.28, 5.42))
+INTERVAL_GUIDANCE = (2.0, 3.0, 4.0)
+INTERVAL_STEPS = 30
+EVERYWHERE = (0.0, math.inf)
 RECORDS = RESULTS / "sampler_frontier"
 
 
@@ -56,14 +66,20 @@ class Combo:
     sampler: SamplerName
     guidance: float
     steps: int
+    interval: tuple[float, float] = EVERYWHERE  # guided where σ/α lies in (lo, hi]
 
     @property
     def label(self) -> str:
-        return f"{self.sampler}/{self.guidance:g}/{self.steps}"
+        where = "" if self.interval == EVERYWHERE else f"/{self.interval[0]:g}-{self.interval[1]:g}"
+        return f"{self.sampler}/{self.guidance:g}/{self.steps}{where}"
 
     @property
     def sampling(self) -> SamplingConfig:
-        return SamplingConfig(guidance_scale=self.guidance, ddim_steps=self.steps, sampler=self.sampler)
+        low, high = self.interval
+        return SamplingConfig(
+            guidance_scale=self.guidance, ddim_steps=self.steps, sampler=self.sampler,
+            guidance_sigma_min=low, guidance_sigma_max=None if math.isinf(high) else high,
+        )  # fmt: skip
 
     @property
     def nfe(self) -> int:
@@ -76,11 +92,18 @@ def within(sampler: SamplerName, guidance: float, budget: int) -> Combo:
     return Combo(sampler, guidance, steps)
 
 
+def interval_combos(interval: tuple[float, float]) -> list[Combo]:
+    """DDIM at INTERVAL_STEPS and each of INTERVAL_GUIDANCE, guided within ``interval``."""
+    return [Combo("ddim", w, INTERVAL_STEPS, interval) for w in INTERVAL_GUIDANCE]
+
+
 def combos() -> list[Combo]:
-    """Each sampler at each budget and guidance, then the rest of DDIM's grid; each once."""
+    """Each sampler at each budget and guidance, the rest of DDIM's grid, then the guidance intervals
+    (and the same guidances everywhere); each once."""
     at_budget = [within(k, w, b) for k in SAMPLERS for b in BUDGETS for w in GUIDANCE]
     grid = [Combo("ddim", w, s) for w, s in DDIM_GRID]
-    return list(dict.fromkeys(at_budget + grid))
+    intervals = [c for i in (EVERYWHERE, *INTERVALS) for c in interval_combos(i)]
+    return list(dict.fromkeys(at_budget + grid + intervals))
 
 
 def features_path(key: ModelKey, total: int, cache: Path) -> Path:
@@ -89,13 +112,15 @@ def features_path(key: ModelKey, total: int, cache: Path) -> Path:
 
 def sample_model(
     key: ModelKey, *, total: int, cache: Path, device: str, kimg: float | None = None
-) -> dict[str, np.ndarray] | None:
-    """Train (or load) ``key`` and each combination's features of ``total`` samples, cached (only what
-    the cache lacks is sampled); None for a run that diverged."""
+) -> tuple[dict[str, np.ndarray], dict[str, int]] | None:
+    """Train (or load) ``key``; each combination's features of ``total`` samples, cached (only what
+    the cache lacks is sampled), and its network evaluations per sample on the model's schedule; None
+    for a run that diverged."""
     import torch
 
     from hpo.scoring.score import make_scorer, sample_features, score_labels
     from hpo.spec.spec import spec_from_dict
+    from hpo.training.generate import network_evaluations
 
     started = time.perf_counter()
     train_model(key, cache, device, kimg)
@@ -118,7 +143,8 @@ def sample_model(
     np.savez(tmp, **arrays)
     tmp.replace(path)
     print(f"  {key.name}: sampled {len(combos())} combinations in {time.perf_counter() - started:.0f} s", flush=True)
-    return out
+    nfe = {c.label: network_evaluations(c.sampling, model.schedule, conditional=True) for c in combos()}
+    return out, nfe
 
 
 @dataclass(frozen=True)
@@ -128,9 +154,16 @@ class ModelResult:
     ddim_best: float  # DDIM's unconstrained best over the quickstart's grid
     noise_sd: float  # sd of a difference between two combinations' FID∞
     truth: dict[str, float]  # combination → FID∞
+    nfe: dict[str, int] = field(default_factory=dict)  # combination → network evaluations per sample
+    # interval ("everywhere" or "lo-hi") → the best FID∞ over INTERVAL_GUIDANCE at INTERVAL_STEPS
+    interval_best: dict[str, float] = field(default_factory=dict)
 
 
-def judge(name: str, feats: dict[str, np.ndarray]) -> ModelResult:
+def interval_name(interval: tuple[float, float]) -> str:
+    return "everywhere" if interval == EVERYWHERE else f"{interval[0]:g}-{interval[1]:g}"
+
+
+def judge(name: str, feats: dict[str, np.ndarray], nfe: dict[str, int]) -> ModelResult:
     reference = Reference.of(feats["reference"].astype(np.float64))
     stat = extrapolated(0.25, points=8, draws=3)
     samples = {c.label: feats[c.label].astype(np.float64) for c in combos()}
@@ -140,7 +173,10 @@ def judge(name: str, feats: dict[str, np.ndarray]) -> ModelResult:
         for k in SAMPLERS
     }
     ddim_best = min(truth[Combo("ddim", w, s).label] for w, s in DDIM_GRID)
-    return ModelResult(name, best, ddim_best, noise_sd(samples, reference), truth)
+    interval_best = {
+        interval_name(i): min(truth[c.label] for c in interval_combos(i)) for i in (EVERYWHERE, *INTERVALS)
+    }
+    return ModelResult(name, best, ddim_best, noise_sd(samples, reference), truth, nfe, interval_best)
 
 
 def noise_sd(samples: dict[str, np.ndarray], reference: Reference) -> float:
@@ -169,10 +205,16 @@ def measure(
     folder.mkdir(parents=True, exist_ok=True)
     todo = keys(datasets, models)
     claim = lambda k: cache / f"{k.name}.samplers.claim"  # noqa: E731
-    for key in unclaimed(todo, done=lambda k: record_path(k, folder).exists(), claim_path=claim):
-        feats = sample_model(key, total=total, cache=cache, device=device, kimg=kimg)
-        if feats is not None:
-            record_path(key, folder).write_text(json.dumps(asdict(judge(key.name, feats)), indent=1))
+    for key in unclaimed(todo, done=lambda k: complete(record_path(k, folder)), claim_path=claim):
+        sampled = sample_model(key, total=total, cache=cache, device=device, kimg=kimg)
+        if sampled is not None:
+            record_path(key, folder).write_text(json.dumps(asdict(judge(key.name, *sampled)), indent=1))
+
+
+def complete(record: Path) -> bool:
+    """A record judged on every combination (one from before a combination was added is re-judged:
+    only the combinations its cached features lack are sampled)."""
+    return record.exists() and set(json.loads(record.read_text())["truth"]) >= {c.label for c in combos()}
 
 
 def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
@@ -188,6 +230,28 @@ def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
             out[f"{k} wins@{b}"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
             out[f"ddim beats {k}@{b}"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
     out["ddim unconstrained"] = mean_sd([r.ddim_best for r in results])
+    if all(r.interval_best for r in results):
+        out["intervals"] = interval_summary(results)
+    return out
+
+
+def interval_summary(results: Sequence[ModelResult]) -> dict[str, Any]:
+    """Per interval (and everywhere): mean ± sd over models of the best over INTERVAL_GUIDANCE, the
+    network evaluations per sample it costs (mean over models), and each interval − everywhere
+    paired, with the models where either wins by > 2 noise sd."""
+    out: dict[str, Any] = {}
+    for i in (EVERYWHERE, *INTERVALS):
+        name, combo = interval_name(i), interval_combos(i)[0]
+        row: dict[str, Any] = {
+            "best": mean_sd([r.interval_best[name] for r in results]),
+            "nfe": statistics.fmean(r.nfe[combo.label] for r in results),
+        }
+        if i != EVERYWHERE:
+            diffs = [r.interval_best[name] - r.interval_best["everywhere"] for r in results]
+            row["minus everywhere"] = mean_sd(diffs)
+            row["wins"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+            row["losses"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+        out[name] = row
     return out
 
 
@@ -215,6 +279,23 @@ def markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
             lines.append(f"| {d} ({s['models']}) | ≤ {b} NFE | " + " | ".join(best + versus) + " |")
         blank = " |" * (len(heads) - 1)
         lines.append(f"| {d} ({s['models']}) | DDIM's best ≤ 60 NFE | {ms('ddim unconstrained')} |{blank}")
+    return "\n".join(lines)
+
+
+def interval_markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
+    """Per dataset and interval: the best over guidance 2/3/4 at 30 DDIM steps (mean ± sd over models),
+    its network evaluations per sample, and its paired difference to guidance everywhere."""
+    head = ["dataset (models)", "guided where σ/α in", "best FID∞", "NFE per sample", "− everywhere (wins / losses)"]
+    lines = ["| " + " | ".join(head) + " |", "| --- " * len(head) + "|"]
+    for d, s in by_dataset.items():
+        for name, row in s.get("intervals", {}).items():
+            best = f"{row['best']['mean']:.3g} ± {row['best']['sd']:.2g}"
+            versus = "" if name == "everywhere" else (
+                f"{row['minus everywhere']['mean']:.3g} ± {row['minus everywhere']['sd']:.2g} "
+                f"({row['wins']} / {row['losses']})"
+            )  # fmt: skip
+            where = "(0, ∞)" if name == "everywhere" else f"({name.replace('-', ', ')}]"
+            lines.append(f"| {d} ({s['models']}) | {where} | {best} | {row['nfe']:.3g} | {versus} |")
     return "\n".join(lines)
 
 
@@ -248,6 +329,7 @@ def main() -> None:
         return
     by_dataset = tables(datasets, models, folder)
     print(markdown(by_dataset))
+    print(interval_markdown(by_dataset))
     if not args.quick:
         write_result("sampler_frontier", {"datasets": by_dataset, "total_samples": total})
 

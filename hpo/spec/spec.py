@@ -329,11 +329,15 @@ def with_posthoc_profiles(
     return train.replace(ema_profiles=POSTHOC_PROFILES)
 
 
+def sampling_values(spec: Spec, name: str) -> list[Any]:
+    """The values that bound what a sampling setting takes across trials and combinations: its
+    searched candidates (both ends of a range, or every choice), else the sweep's own values."""
+    return candidates(spec.search[name]) if name in spec.search else list(spec.sampling.values(name))
+
+
 def sampling_bounds(spec: Spec, name: str) -> tuple[Any, Any]:
     """(smallest, largest) value a sampling setting takes across trials and combinations."""
-    if name in spec.search:
-        return param_bounds(spec.search[name], None)
-    values = spec.sampling.values(name)
+    values = sampling_values(spec, name)
     return min(values), max(values)
 
 
@@ -374,16 +378,11 @@ def sample_count_problems(spec: Spec, channels: int | None = None) -> list[Count
     )
 
 
-def possible(spec: Spec, name: str, fixed: Any) -> list[Any]:
-    """Every value a setting takes across trials: its searched candidates, else its fixed value(s)."""
-    return candidates(spec.search[name]) if name in spec.search else list(fixed)
-
-
 def check_guidance_intervals(spec: Spec) -> None:
     """Every trial's guidance interval must be non-empty: the largest lower end a trial can draw below
     the smallest upper end (``null``: none)."""
-    lows = possible(spec, "guidance_sigma_min", spec.sampling.guidance_sigma_min)
-    highs = possible(spec, "guidance_sigma_max", spec.sampling.guidance_sigma_max)
+    lows = sampling_values(spec, "guidance_sigma_min")
+    highs = sampling_values(spec, "guidance_sigma_max")
     low, high = max(lows), min(math.inf if h is None else h for h in highs)
     key = "search.guidance_sigma_min" if "guidance_sigma_min" in spec.search else "sampling.guidance_sigma_max"
     require(
