@@ -154,6 +154,8 @@ class ModelResult:
     ddim_best: float  # DDIM's unconstrained best over the quickstart's grid
     noise_sd: float  # sd of a difference between two combinations' FID∞
     truth: dict[str, float]  # combination → FID∞
+    # the same sd from the median pair (median |d| / 0.6745): one broken combination cannot inflate it
+    noise_sd_robust: float | None = None
     nfe: dict[str, int] = field(default_factory=dict)  # combination → network evaluations per sample
     # interval ("everywhere" or "lo-hi") → the best FID∞ over INTERVAL_GUIDANCE at INTERVAL_STEPS
     interval_best: dict[str, float] = field(default_factory=dict)
@@ -176,19 +178,22 @@ def judge(name: str, feats: dict[str, np.ndarray], nfe: dict[str, int]) -> Model
     interval_best = {
         interval_name(i): min(truth[c.label] for c in interval_combos(i)) for i in (EVERYWHERE, *INTERVALS)
     }
-    return ModelResult(name, best, ddim_best, noise_sd(samples, reference), truth, nfe, interval_best)
+    pooled, robust = noise_sd(samples, reference)
+    return ModelResult(name, best, ddim_best, pooled, truth, robust, nfe, interval_best)
 
 
-def noise_sd(samples: dict[str, np.ndarray], reference: Reference) -> float:
+def noise_sd(samples: dict[str, np.ndarray], reference: Reference) -> tuple[float, float]:
     """sd of a difference between two combinations' FID∞: from the two disjoint halves' differences
-    (each at half the count, so scaled by 1/√2 to the whole); pooled over pairs of combinations."""
+    (each at half the count, so scaled by 1/√2 to the whole); pooled over pairs of combinations (the
+    root mean square), and robustly (the median pair's, over 0.6745: a half-normal's median)."""
     stat = extrapolated(0.25, points=8, draws=3)
     half = next(iter(samples.values())).shape[0] // 2
     a = {k: stat(f[:half], reference) for k, f in samples.items()}
     b = {k: stat(f[half:], reference) for k, f in samples.items()}
     labels = sorted(a)
     deltas = [pair_sd(a[x] - a[y], b[x] - b[y]) for i, x in enumerate(labels) for y in labels[i + 1 :]]
-    return math.sqrt(statistics.fmean(d * d for d in deltas)) / math.sqrt(2)
+    pooled = math.sqrt(statistics.fmean(d * d for d in deltas)) / math.sqrt(2)
+    return pooled, statistics.median(deltas) / 0.6745 / math.sqrt(2)
 
 
 def record_path(key: ModelKey, folder: Path = RECORDS) -> Path:
@@ -221,6 +226,8 @@ def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
     """Per budget and sampler: mean ± sd of the best over models; each challenger − DDIM paired, and in
     how many models either wins by > 2 noise sd."""
     out: dict[str, Any] = {"models": len(results), "noise_sd": [round(r.noise_sd, 3) for r in results]}
+    if all(r.noise_sd_robust is not None for r in results):
+        out["noise_sd_robust"] = [round(r.noise_sd_robust or 0.0, 3) for r in results]
     for b in map(str, BUDGETS):
         for k in SAMPLERS:
             out[f"{k}@{b}"] = mean_sd([r.best[k][b] for r in results])
