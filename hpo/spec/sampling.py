@@ -19,7 +19,7 @@ from hpo.spec.rules import check_guidance, check_guidance_interval, check_sigma_
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
-# Screened combinations completed to the full count: on 15 good models (H200-trained, classifier
+# Screened combinations completed to the full count: on 21 good models (3 datasets, classifier
 # features) the screen's best 1 reported a combination outside the noise of truth's best on 1 (4.7 sd),
 # its best 3 on none (regret at most 0.7 sd; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
