@@ -44,6 +44,7 @@ from benchmarks.common import RESULTS, write_result
 from benchmarks.good_models import CACHE, DATASETS, MODELS, ModelKey, keys, load_model, model_spec, train_model
 from benchmarks.sweep_truth import extrapolated
 from hpo.analysis.noise import pair_sd
+from hpo.diffusion.sampler import EVERYWHERE
 from hpo.scoring.distance import Reference
 from hpo.spec.sampling import SamplerName, SamplingConfig
 
@@ -57,7 +58,6 @@ DDIM_GRID = tuple((w, s) for w in GUIDANCE for s in (10, 20, 30))  # the quickst
 INTERVALS: tuple[tuple[float, float], ...] = ((0.28, 2.9), (0.28, 5.42))
 INTERVAL_GUIDANCE = (2.0, 3.0, 4.0)
 INTERVAL_STEPS = 30
-EVERYWHERE = (0.0, math.inf)
 RECORDS = RESULTS / "sampler_frontier"
 
 
