@@ -37,6 +37,23 @@ def is_concurrent_creation(err: BaseException | None) -> bool:
     )
 
 
+# What a server says while it restarts or just dropped a connection (directly or through PgBouncer),
+# unlike a wrong address, database or password, which waiting does not mend.
+RESTARTING = (
+    "server closed the connection unexpectedly",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "terminating connection due to administrator command",
+    "server login has been failing",  # PgBouncer, while its server is away
+)
+
+
+def is_server_restarting(err: BaseException | None) -> bool:
+    """The server is there but restarting, or dropped the connection: worth waiting for."""
+    return is_connection_error(err) and any(m in str(e) for e in causes(err) for m in RESTARTING)
+
+
 def is_storage_error(err: BaseException | None) -> bool:
     """True when the database failed, also when Optuna's bookkeeping tripped over it (its
     ``_run_trial`` then raises UnboundLocalError from the failed tell)."""

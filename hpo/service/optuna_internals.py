@@ -29,13 +29,21 @@ SELECT t.trial_id FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.t
 WHERE t.study_id = :study_id AND t.state = 'RUNNING' AND h.trial_id IS NULL
 """
 PRIVATE_READS = ("_get_trials", "_get_best_trial_id")  # retried through an outage like the public reads
-PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", *PRIVATE_READS)
+# - _set_trial_param: how Optuna's _CachedStorage writes a suggestion (set_trial_param is not called);
+#   retried through an outage, or a suggest during a restart fails its trial.
+PRIVATE_STORAGE_METHODS = ("_get_stale_trial_ids", "_set_trial_param", *PRIVATE_READS)
 
 
 def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
     """The storage's id of a trial (``_trial_id``, running or frozen): heartbeats, the stale check and
     the checkpoint's owner are keyed by it, and Optuna's public API does not offer it."""
     return int(trial._trial_id)
+
+
+def stale_trial_ids(study: optuna.Study) -> list[int]:
+    """The trials ``fail_stale_trials`` would fail now (the storage's ``_get_stale_trial_ids`` of the
+    study's ``_study_id``): the reaper takes the start lock only when there are some."""
+    return list(study._storage._get_stale_trial_ids(study._study_id))  # type: ignore[attr-defined]
 
 
 def frozen(trial: optuna.Trial) -> FrozenTrial:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import optuna
+from optuna.distributions import BaseDistribution
 from optuna.storages import RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
@@ -39,7 +40,13 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from hpo.errors import HpoError
-from hpo.service.db_errors import describe_error, is_concurrent_creation, is_connection_error, with_backoff
+from hpo.service.db_errors import (
+    describe_error,
+    is_concurrent_creation,
+    is_connection_error,
+    is_server_restarting,
+    with_backoff,
+)
 from hpo.service.optuna_internals import RUNNING_WITHOUT_HEARTBEAT
 from hpo.service.trials import RetryStaleTrial
 from hpo.service.urls import STORAGE_ENV, is_sqlite, redact, redact_text, sqlite_path
@@ -253,9 +260,37 @@ class ResilientStorage(RDBStorage):
             seconds = conn.execute(text("SELECT EXTRACT(EPOCH FROM now() - pg_postmaster_start_time())")).scalar()
         return float(seconds or 0.0)
 
+    def _set_trial_param(
+        self,
+        trial_id: int,
+        param_name: str,
+        param_value_internal: float,
+        distribution: BaseDistribution,
+        previous_distribution: BaseDistribution | None,
+    ) -> None:
+        """A suggestion (``set_trial_param``, and Optuna's cached storage calls this private one
+        directly) is written once per name: retried through an outage, and if an attempt committed
+        before its connection died, the retry finds the same value stored and that is success. A
+        suggest during a restart failed its trial as an error."""
+        attempts = [0]
+
+        def write() -> None:
+            attempts[0] += 1
+            try:
+                RDBStorage._set_trial_param(
+                    self, trial_id, param_name, param_value_internal, distribution, previous_distribution
+                )
+            except optuna.exceptions.StorageInternalError:
+                stored = RDBStorage.get_trial(self, trial_id).params if attempts[0] > 1 else {}
+                if param_name in stored and stored[param_name] == distribution.to_external_repr(param_value_internal):
+                    return
+                raise
+
+        self.retrying(write, "set_trial_param")
+
     # Retried through an outage: every read, and the writes that set a value (not the ones that append);
-    # the two private reads: see hpo.service.optuna_internals. Finishing a trial and heartbeats: above.
-    # Creating studies and trials, setting params and study system attributes, deleting: not retried.
+    # the two private reads: see hpo.service.optuna_internals. Finishing a trial, heartbeats, params:
+    # above. Creating studies and trials, setting study system attributes, deleting: not retried.
 
     def _retried(self, method: Callable[Concatenate[RDBStorage, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """RDBStorage's ``method`` on this storage, retried through an outage (:meth:`retrying`)."""
@@ -333,12 +368,36 @@ class ResilientStorage(RDBStorage):
         return self._retried(RDBStorage.get_trial_system_attrs, trial_id)
 
 
+class OpeningRetries:
+    """What :func:`open_storage` says while it waits: a restarting server once, as a warning (a worker
+    started during a database restart waits for it instead of exiting); a schema being created by
+    another process at debug level."""
+
+    def __init__(self, url: str, seconds: float) -> None:
+        self.url, self.seconds, self.warned = url, seconds, False
+
+    def __call__(self, err: Exception) -> None:
+        if not is_server_restarting(err):
+            log.debug("another process is creating the schema: %s", describe_error(err))
+        elif not self.warned:
+            self.warned = True
+            said = redact_text(describe_error(err), self.url)
+            log.warning("database restarting (%s); retrying for up to %.0f s", said, self.seconds)
+
+
 def open_storage(
-    url: str, heartbeat: Heartbeat | None = None, *, must_exist: bool = False, outage_seconds: float | None = None
+    url: str,
+    heartbeat: Heartbeat | None = None,
+    *,
+    must_exist: bool = False,
+    outage_seconds: float | None = None,
+    wait_for_restart: bool = False,
 ) -> ResilientStorage:
     """A storage with pooled, pre-pinged connections; with ``heartbeat``, stale trials are failed
     and retried (only inside ``study.optimize``). ``must_exist`` (read-only commands): a missing
-    SQLite file is an error, not a new empty database."""
+    SQLite file is an error, not a new empty database. ``wait_for_restart`` (workers, which a
+    supervisor starts unattended): a server that is restarting is waited for, as an outage is once
+    open; a command a person typed says at once what the server said."""
     path = sqlite_path(url)
     if must_exist and path is not None and not path.exists():
         raise HpoError(
@@ -357,11 +416,12 @@ def open_storage(
                     "grace_period": heartbeat.grace_period,
                     "heartbeat_stale_trial_callback": RetryStaleTrial(max_retry=heartbeat.max_retries),
                 }
-            return with_backoff(  # another process may be creating the same new schema
+            waits = max(10.0, outage) if wait_for_restart else 10.0
+            return with_backoff(  # another process may be creating the same new schema, or the server restarting
                 lambda: ResilientStorage(url, engine_kwargs=engine_kwargs(url), outage_seconds=outage, **beat),
-                seconds=10,
-                retry_on=is_concurrent_creation,
-                on_retry=lambda err: log.debug("another process is creating the schema: %s", describe_error(err)),
+                seconds=waits,
+                retry_on=lambda err: is_concurrent_creation(err) or (wait_for_restart and is_server_restarting(err)),
+                on_retry=OpeningRetries(url, waits),
             )
     except (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError) as err:
         raise HpoError(f"cannot open storage {redact(url)}: {redact_text(describe_error(err), url)}") from None

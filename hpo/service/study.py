@@ -232,19 +232,33 @@ class Progress:
 
 # Failing a stale or stopped trial and queueing its retry are two writes (Optuna's fail_stale_trials, or
 # the stopped worker's own callback): in between, a reader sees a failure with no retry. Such a failure
-# counts as pending for this long, so no worker calls the study done in that gap; if its retry is never
-# queued (retries spent, an outage between the writes) the study still ends, this much later.
+# counts as pending for this long, so no reader calls the study done in that gap. Workers write both
+# under the start lock, and a worker that finds a failure with no retry under that lock queues it
+# (:func:`orphaned_failures`: its writer died or met an outage between the two writes); a study
+# nobody works on any more still ends, this much later.
 RETRY_GRACE = timedelta(seconds=60)
 RETRIED_REASONS = ("worker_lost", "worker_stopped")
 
 
-def awaiting_retry(t: FrozenTrial, retried: set[int], now: datetime, max_retries: int | None) -> bool:
-    """``max_retries`` None: not known to the caller, so the trial may have one left."""
+def lacks_retry(t: FrozenTrial, retried: set[int], max_retries: int | None) -> bool:
+    """A lost or stopped trial with retries left and none queued. ``max_retries`` None: not known to
+    the caller, so the trial may have one left."""
     retries_left = max_retries is None or len(retry_history(t)) < max_retries
-    return (
-        t.state == TrialState.FAIL and t.number not in retried and fail_reason(t) in RETRIED_REASONS
-        and retries_left and t.datetime_complete is not None and now - t.datetime_complete < RETRY_GRACE
-    )  # fmt: skip
+    return t.state == TrialState.FAIL and t.number not in retried and fail_reason(t) in RETRIED_REASONS and retries_left
+
+
+def awaiting_retry(t: FrozenTrial, retried: set[int], now: datetime, max_retries: int | None) -> bool:
+    recent = t.datetime_complete is not None and now - t.datetime_complete < RETRY_GRACE
+    return recent and lacks_retry(t, retried, max_retries)
+
+
+def orphaned_failures(study: optuna.Study, max_retries: int) -> list[FrozenTrial]:
+    """Lost or stopped trials whose retry was never queued. Read under the start lock, which every
+    worker holds while it fails a trial and queues its retry, these are failures whose writer died
+    (SIGKILL) or lost the database between the two writes: the crowd's chaos test met one."""
+    trials = [t for t in study.get_trials(deepcopy=False) if not is_carried(t)]
+    retried = {n for t in trials for n in retry_history(t)}
+    return [t for t in trials if lacks_retry(t, retried, max_retries)]
 
 
 def progress(

@@ -29,12 +29,12 @@ from hpo.service.context import StudyContext
 from hpo.service.db_errors import is_storage_error
 from hpo.service.names import DEFAULT_ARTIFACTS
 from hpo.service.objective import TrialFailed, TrialLost, run_objective
-from hpo.service.optuna_internals import trial_id
+from hpo.service.optuna_internals import stale_trial_ids, trial_id
 from hpo.service.placement import placement_here
 from hpo.service.pruning import make_pruner
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
-from hpo.service.study import load, make_sampler, progress, require_spec
+from hpo.service.study import load, make_sampler, orphaned_failures, progress, require_spec
 from hpo.service.trials import ended_line, mark_ended
 from hpo.service.urls import redact
 from hpo.spec.spec import Spec
@@ -93,7 +93,7 @@ class Worker:
         self.stopping = False
         self.stop_acknowledged = False
         self.in_trial = False
-        self.catalog = open_storage(opts.url)
+        self.catalog = open_storage(opts.url, wait_for_restart=True)
         self.reaper = Reaper(self)
 
     def handle_sigterm(self, signum: int, frame: FrameType | None) -> None:
@@ -135,9 +135,8 @@ class Worker:
         if self.opts.cache_dir is not None:
             data_cfg = replace(data_cfg, cache_dir=str(self.opts.cache_dir))
         s = spec.study
-        storage = open_storage(
-            self.opts.url, Heartbeat(s.heartbeat_interval, s.grace_period, s.max_retries), outage_seconds=600
-        )
+        beat = Heartbeat(s.heartbeat_interval, s.grace_period, s.max_retries)
+        storage = open_storage(self.opts.url, beat, outage_seconds=600, wait_for_restart=True)
         study = optuna.load_study(
             study_name=name,
             storage=storage,
@@ -157,6 +156,7 @@ class Worker:
         lock = StartLock(self.opts.url, storage, name)
         with lock:
             self.lock_waits.append(lock.waited)
+            requeue_orphans(study, storage, retries)
             p = progress(study, n_trials, max_retries=retries)
             if p.waiting == 0 and p.slots >= n_trials:
                 return Outcome.DONE if p.done else Outcome.BUSY
@@ -208,10 +208,10 @@ class Worker:
         except WorkerStopping:
             self.acknowledge_stop()
             self.in_trial = False
-            callback = storage.get_heartbeat_stale_trial_callback()
-            if number and callback is not None:
-                callback(study, storage.get_trial(ids[0]))
-            if number:
+            if number:  # Optuna failed it; its retry is queued under the start lock, as every retry is
+                lock.release()  # still held if SIGTERM came before the objective let it go
+                with lock:
+                    requeue_orphans(study, storage, ctx.spec.study.max_retries, own=(number[0],))
                 log.info("%s; stopped by SIGTERM, queued for retry", ended_line(storage.get_trial(ids[0])))
             else:
                 log.info("stopped by SIGTERM before a trial started")
@@ -293,13 +293,20 @@ class Reaper:
 
     def _loop(self) -> None:
         while not self.halt.wait(self._interval()):
-            for _, study, _ in list(self.worker.contexts.values()):
+            for name, (_, study, storage) in list(self.worker.contexts.items()):
                 try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                        optuna.storages.fail_stale_trials(study)
+                    self._fail_stale(name, study, storage)
                 except Exception as err:  # an outage: the next round tries again
-                    log.debug("stale-trial check of %s failed: %s", study.study_name, err)
+                    log.debug("stale-trial check of %s failed: %s", name, err)
+
+    def _fail_stale(self, name: str, study: optuna.Study, storage: ResilientStorage) -> None:
+        """Under the start lock, so that failing a trial and queueing its retry look like one step to
+        every worker (:func:`requeue_orphans`); the lock is taken only when a trial is stale."""
+        if not stale_trial_ids(study):
+            return
+        with StartLock(self.worker.opts.url, storage, name), warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
 
     def _interval(self) -> float:
         intervals = [ctx.spec.study.heartbeat_interval for ctx, _, _ in list(self.worker.contexts.values())]
@@ -317,6 +324,27 @@ def exit_text(trials: int, lock_waits: list[float]) -> str:
         f"{trials} trials run; start lock taken {len(waits)} times, waited p50 {p50:.3f} s, "
         f"p99 {p99:.3f} s, max {waits[-1]:.3f} s"
     )
+
+
+def requeue_orphans(
+    study: optuna.Study, storage: ResilientStorage, max_retries: int, own: tuple[int, ...] = ()
+) -> None:
+    """Queue the retry of each lost or stopped trial that has none. Called with the start lock held:
+    every worker fails a trial and queues its retry under it, so a failure seen here without one is
+    an orphan (its writer was killed or lost the database between the two writes), never a retry
+    about to be queued, and no two workers queue the same one. ``own``: the trials the caller
+    itself just stopped (expected, so not warned about)."""
+    callback = storage.get_heartbeat_stale_trial_callback()
+    if callback is None:
+        return
+    for t in orphaned_failures(study, max_retries):
+        if t.number not in own:
+            log.warning(
+                "trial %d failed with no retry queued (its worker or the database went away in between); "
+                "queueing its retry",
+                t.number,
+            )
+        callback(study, t)
 
 
 def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:

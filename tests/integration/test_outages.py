@@ -199,6 +199,7 @@ STUDY_CALLS: dict[str, Callable[[optuna.Study, optuna.Trial], object]] = {
     "report": lambda _, trial: trial.report(1.0, step=next_step(trial)),
     "should_prune": lambda _, trial: trial.should_prune(),
     "set_user_attr": lambda _, trial: trial.set_user_attr("k", 1),
+    "suggest": lambda _, trial: trial.suggest_categorical(f"c{len(trial.params)}", ["a"]),  # a new name each call
     "stale check": lambda study, _: optuna.storages.fail_stale_trials(study),  # after the fault: none judged
 }
 
