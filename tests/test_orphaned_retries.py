@@ -72,14 +72,14 @@ def test_an_orphan_is_queued_once_and_only_lost_or_stopped_trials_with_retries_l
     lost_trial(study)  # 0: lost, no reason written
     lost_trial(study, "worker_stopped")  # 1: SIGTERM, then killed before its retry was queued
     lost_trial(study, "error")  # 2: its own error: never retried
-    assert [t.number for t in orphaned_failures(study, max_retries=1)] == [0, 1]
+    assert [t.number for t in orphaned_failures(study.get_trials(), max_retries=1)] == [0, 1]
     requeue_orphans(study, storage, max_retries=1)
     requeue_orphans(study, storage, max_retries=1)  # the next worker under the lock finds nothing to do
     assert len(retries_of(study, 0)) == len(retries_of(study, 1)) == 1 and not retries_of(study, 2)
     again = study.ask(LR)  # takes the queued retry of trial 0
     assert retry_history(frozen(again)) == [0]
     study.tell(again, state=TrialState.FAIL)  # lost as well: trial 0's one retry is spent
-    assert again.number not in [t.number for t in orphaned_failures(study, max_retries=1)]
+    assert again.number not in [t.number for t in orphaned_failures(study.get_trials(), max_retries=1)]
 
 
 def flaky_open(fails: list[str]) -> Any:

@@ -252,11 +252,11 @@ def awaiting_retry(t: FrozenTrial, retried: set[int], now: datetime, max_retries
     return recent and lacks_retry(t, retried, max_retries)
 
 
-def orphaned_failures(study: optuna.Study, max_retries: int) -> list[FrozenTrial]:
+def orphaned_failures(trials: Sequence[FrozenTrial], max_retries: int) -> list[FrozenTrial]:
     """Lost or stopped trials whose retry was never queued. Read under the start lock, which every
     worker holds while it fails a trial and queues its retry, these are failures whose writer died
     (SIGKILL) or lost the database between the two writes: the crowd's chaos test met one."""
-    trials = [t for t in study.get_trials(deepcopy=False) if not is_carried(t)]
+    trials = [t for t in trials if not is_carried(t)]
     retried = {n for t in trials for n in retry_history(t)}
     return [t for t in trials if lacks_retry(t, retried, max_retries)]
 

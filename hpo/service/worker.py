@@ -16,12 +16,13 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from hpo.analysis.record import RAN_ON_ATTR, REPORTED_ATTR, SPEC_ATTR, StudyRecord
 from hpo.scoring.score import preflight
@@ -156,8 +157,10 @@ class Worker:
         lock = StartLock(self.opts.url, storage, name)
         with lock:
             self.lock_waits.append(lock.waited)
-            requeue_orphans(study, storage, retries)
-            p = progress(study, n_trials, max_retries=retries)
+            trials = study.get_trials(deepcopy=False)
+            if requeue_orphans(study, storage, retries, trials):
+                trials = study.get_trials(deepcopy=False)
+            p = progress(study, n_trials, trials, max_retries=retries)
             if p.waiting == 0 and p.slots >= n_trials:
                 return Outcome.DONE if p.done else Outcome.BUSY
             self._optimize_one(study, ctx, lock, storage)
@@ -327,17 +330,23 @@ def exit_text(trials: int, lock_waits: list[float]) -> str:
 
 
 def requeue_orphans(
-    study: optuna.Study, storage: ResilientStorage, max_retries: int, own: tuple[int, ...] = ()
-) -> None:
+    study: optuna.Study,
+    storage: ResilientStorage,
+    max_retries: int,
+    trials: Sequence[FrozenTrial] | None = None,
+    own: tuple[int, ...] = (),
+) -> bool:
     """Queue the retry of each lost or stopped trial that has none. Called with the start lock held:
     every worker fails a trial and queues its retry under it, so a failure seen here without one is
     an orphan (its writer was killed or lost the database between the two writes), never a retry
-    about to be queued, and no two workers queue the same one. ``own``: the trials the caller
-    itself just stopped (expected, so not warned about)."""
+    about to be queued, and no two workers queue the same one. ``trials``: the study's, read under
+    the lock (read here when not given); ``own``: the trials the caller itself just stopped
+    (expected, so not warned about). True when a retry was queued."""
     callback = storage.get_heartbeat_stale_trial_callback()
     if callback is None:
-        return
-    for t in orphaned_failures(study, max_retries):
+        return False
+    orphans = orphaned_failures(study.get_trials(deepcopy=False) if trials is None else trials, max_retries)
+    for t in orphans:
         if t.number not in own:
             log.warning(
                 "trial %d failed with no retry queued (its worker or the database went away in between); "
@@ -345,6 +354,7 @@ def requeue_orphans(
                 t.number,
             )
         callback(study, t)
+    return bool(orphans)
 
 
 def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:
