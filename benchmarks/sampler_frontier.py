@@ -201,14 +201,22 @@ def record_path(key: ModelKey, folder: Path = RECORDS) -> Path:
 
 
 def measure(
-    datasets: tuple[str, ...], models: int, *, total: int, cache: Path, device: str, folder: Path, kimg: float | None
+    datasets: tuple[str, ...],
+    models: int,
+    *,
+    total: int,
+    cache: Path,
+    device: str,
+    folder: Path,
+    kimg: float | None,
+    first: int = 0,
 ) -> None:
     import torch
 
     torch.set_num_threads(1)
     cache.mkdir(parents=True, exist_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-    todo = keys(datasets, models)
+    todo = [k for k in keys(datasets, models) if k.index >= first]
     claim = lambda k: cache / f"{k.name}.samplers.claim"  # noqa: E731
     for key in unclaimed(todo, done=lambda k: complete(record_path(k, folder)), claim_path=claim):
         sampled = sample_model(key, total=total, cache=cache, device=device, kimg=kimg)
@@ -320,6 +328,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--models", type=int, default=MODELS)
+    parser.add_argument(
+        "--first", type=int, default=0, help="measure models FIRST..MODELS-1 (shapes' good ones are 6-11: sweep_truth)"
+    )
     parser.add_argument("--measure", action="store_true", help="only train and sample what is missing")
     parser.add_argument("--tables", action="store_true", help="only the tables, from the records")
     parser.add_argument("--device", default="cpu", help="where models train and sample: cpu, cuda, cuda:N")
@@ -331,7 +342,8 @@ def main() -> None:
         datasets, models, total, kimg = ("digits",), 1, 256, 2.0
         cache, folder = Path("/tmp/hpo-bench-cache/sampler-frontier-quick"), Path("/tmp/hpo-bench-cache/sampler-quick")
     if not args.tables:
-        measure(datasets, models, total=total, cache=cache, device=args.device, folder=folder, kimg=kimg)
+        where = {"cache": cache, "device": args.device, "folder": folder}
+        measure(datasets, models, total=total, kimg=kimg, first=args.first, **where)
     if args.measure:
         return
     by_dataset = tables(datasets, models, folder)
