@@ -11,7 +11,7 @@ from typing import Any
 
 import optuna
 import pytest
-from optuna.distributions import FloatDistribution
+from optuna.distributions import BaseDistribution, FloatDistribution
 from optuna.trial import TrialState
 from sqlalchemy.exc import OperationalError
 
@@ -26,7 +26,7 @@ from hpo.service.worker import Worker, WorkerOptions, requeue_orphans
 from hpo.spec.loading import load_spec
 from tests.service_helpers import write_spec
 
-LR = {"lr": FloatDistribution(1e-4, 1e-2, log=True)}
+LR: dict[str, BaseDistribution] = {"lr": FloatDistribution(1e-4, 1e-2, log=True)}
 
 
 def lost_trial(study: optuna.Study, reason: str | None = None) -> None:
