@@ -22,6 +22,7 @@ exactly as :func:`hpo.scoring.sweep.run_sweep` draws them — and judged by
     .venv/bin/python -m benchmarks.sweep_truth              # train + sample what is missing, then the tables
     .venv/bin/python -m benchmarks.sweep_truth --measure    # only train and sample (start one per free core)
     benchmarks/sweep_truth_parallel.sh 14 270 --device cuda --models 10   # on a GPU, 14 processes
+    .venv/bin/python -m benchmarks.sweep_truth --measure --resample --models 8  # good models judged elsewhere, again here
 
 Weights and features are cached under /tmp/hpo-bench-cache/good-models (resumable, shareable by
 processes); each model's judged record (truth, noise, every rule's pick and value) is kept in
@@ -99,6 +100,7 @@ def measure_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> No
     if features_path(key, cache).exists():
         with np.load(features_path(key, cache)) as blob:
             out.update({k: blob[k] for k in blob.files})
+    out.update({k: v for k, v in frontier_features(key, cache).items() if k not in out})
     if model is None:
         out["diverged"] = True
     else:
@@ -115,6 +117,19 @@ def measure_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> No
     print(f"  {key.name}: trained in {trained - started:.0f} s, sampled in {sampled:.0f} s", flush=True)
 
 
+def frontier_features(key: ModelKey, cache: Path) -> dict[str, np.ndarray]:
+    """The grid's combinations that :mod:`benchmarks.sampler_frontier` already sampled for ``key``
+    (DDIM guided everywhere, the same labels, seed and count), under this script's labels."""
+    from benchmarks.sampler_frontier import features_path as frontier_path
+
+    path = frontier_path(key, TOTAL, cache)
+    if not path.exists():
+        return {}
+    wanted = {f"ddim/{w:g}/{s}": combo_label(w, s) for w, s in combos(key.dataset)}
+    with np.load(path) as blob:
+        return {wanted[k]: blob[k] for k in blob.files if k in wanted}
+
+
 def record_path(key: ModelKey) -> Path:
     return RECORDS / f"{key.name}.json"
 
@@ -123,22 +138,31 @@ def measured(key: ModelKey, cache: Path = CACHE) -> bool:
     """Judged already (a record: a rule added since is judged on the models whose features are
     cached, see :func:`load_measured`), or every combination of the grid is cached (or the run
     diverged)."""
-    if record_path(key).exists():
-        return True
-    path = features_path(key, cache)
-    if not path.exists():
+    return record_path(key).exists() or features_cached(key, cache)
+
+
+def features_cached(key: ModelKey, cache: Path = CACHE) -> bool:
+    if not features_path(key, cache).exists():
         return False
-    with np.load(path) as blob:
+    with np.load(features_path(key, cache)) as blob:
         return "diverged" in blob.files or all(combo_label(w, s) in blob.files for w, s in combos(key.dataset))
 
 
-def measure(datasets: tuple[str, ...], models: int, cache: Path = CACHE, device: str = "cpu") -> None:
+def measure(
+    datasets: tuple[str, ...], models: int, cache: Path = CACHE, device: str = "cpu", *, resample: bool = False
+) -> None:
+    """Train and sample what is missing. ``resample``: also the good models that were judged where
+    their features were not kept (a GPU session sends back only records), so that a rule added since
+    can be judged on them; their weights are trained again where they are not cached either."""
     import torch
 
     torch.set_num_threads(1)
     cache.mkdir(parents=True, exist_ok=True)
     todo = keys(datasets, models)
-    for key in unclaimed(todo, done=lambda k: measured(k, cache), claim_path=lambda k: cache / f"{k.name}.claim"):
+    if resample:
+        todo = [k for k in todo if (r := read_record(k)) is None or r.inside]
+    done = (lambda k: features_cached(k, cache)) if resample else (lambda k: measured(k, cache))
+    for key in unclaimed(todo, done=done, claim_path=lambda k: cache / f"{k.name}.claim"):
         measure_model(key, cache, device)
         model = load_features(key, cache)
         if model is not None:
@@ -249,10 +273,13 @@ class Rule:
         return float(sum(d * c for d, c in zip(drawn, nfe, strict=True)))
 
 
-def screen(by: str, top: int, full: int = 256, value: str = "fid") -> Rule:
-    return Rule(
-        f"{by} 64 → top {top} at {full}, value {value}", (Stage(by, 64, top), Stage(value, full, 1)), value, full
-    )
+def screen(by: str, top: int, full: int = 256, value: str = "fid", value_count: int | None = None) -> Rule:
+    """Screen on 64 by ``by``, complete the best ``top`` to ``full`` and keep the best by ``value``;
+    the trial reports ``value`` on the pick's first ``value_count`` samples (``full`` unless given:
+    the pick alone is completed further)."""
+    count = value_count or full
+    name = f"{by} 64 → top {top} at {full}, value {value}" + (f" at {count}" if count != full else "")
+    return Rule(name, (Stage(by, 64, top), Stage(value, full, 1)), value, count)
 
 
 def every(by: str, count: int = 256) -> Rule:
@@ -280,6 +307,13 @@ RULES = [
     ),
     every("fid_inf", 512),
     every("fid", 1024),
+    # the pick alone completed to 512: its value's count bias halves (FID) or goes (FID∞)
+    screen("pca", 3, value_count=512),
+    screen("pca", 3, value="fid_inf", value_count=512),
+    # the same count in the spec alone (score.num_samples 512): every finalist completed to it
+    screen("pca", 2, full=512),
+    screen("pca", 3, full=384),
+    screen("pca", 3, full=512),
 ]
 
 
@@ -489,10 +523,13 @@ def main() -> None:
     parser.add_argument("--measure", action="store_true", help="only train and sample what is missing")
     parser.add_argument("--tables", action="store_true", help="only the tables, from what is cached")
     parser.add_argument("--device", default="cpu", help="where models train and sample: cpu, cuda, cuda:N")
+    parser.add_argument(
+        "--resample", action="store_true", help="also sample the good models judged elsewhere (features not kept here)"
+    )
     args = parser.parse_args()
     datasets = tuple(args.datasets.split(","))
     if not args.tables:
-        measure(datasets, args.models, device=args.device)
+        measure(datasets, args.models, device=args.device, resample=args.resample)
     if args.measure:
         return
     started = time.perf_counter()
@@ -522,13 +559,15 @@ def markdown(results: dict[str, dict[str, Any]], pooled: dict[str, dict[str, Any
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for name, p in pooled["good"].items():
         regret = f"{p['regret_sd_mean']:.2f} ({p['regret_sd_max']:.1f})"
-        row = [name, f"{p['cost']:.2f}×", f"{p['within_noise']:.0%} / {p['within_truth_noise']:.0%} / {regret}"]
-        for r in results.values():
+        fewer = f" ({p['models']} judged)" if p["models"] != sum(counts.values()) else ""
+        row = [name, f"{p['cost']:.2f}×", f"{p['within_noise']:.0%} / {p['within_truth_noise']:.0%} / {regret}{fewer}"]
+        for d, r in results.items():
             g = r["good"].get(name)
             across = "-" if g is None or g["across_models"] is None else f"{g['across_models']:.2f}"
-            a = r["all"][name]["separated_pairs"]
+            a = r["all"].get(name, {}).get("separated_pairs")
             pairs = "-" if a is None else f"{a[0]}/{a[1]}"
-            row.append("-" if g is None else f"{g['within_noise']:.0%} / {across} / {pairs}")
+            judged = "" if g is None or g["models"] == counts[d] else f" ({g['models']} judged)"
+            row.append("-" if g is None else f"{g['within_noise']:.0%} / {across} / {pairs}{judged}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

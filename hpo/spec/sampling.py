@@ -20,8 +20,9 @@ from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
 # Screened combinations completed to the full count: on 21 good models (3 datasets, classifier
-# features) the screen's best 1 reported a combination outside the noise of truth's best on 1 (4.7 sd),
-# its best 3 on none (regret at most 0.7 sd; benchmarks/sweep_truth.py, docs/screening.md).
+# features) the screen's best 1 reported a combination outside truth's own noise on 4 (up to 1.9 sd of
+# a value; 4.7 on one model's earlier samples), its best 3 on none (regret at most 0.7 sd;
+# benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
 SamplerName = Literal["ddim", "dpmpp_2m", "heun"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
 SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
