@@ -22,7 +22,7 @@ exactly as :func:`hpo.scoring.sweep.run_sweep` draws them — and judged by
     .venv/bin/python -m benchmarks.sweep_truth              # train + sample what is missing, then the tables
     .venv/bin/python -m benchmarks.sweep_truth --measure    # only train and sample (start one per free core)
     benchmarks/sweep_truth_parallel.sh 14 270 --device cuda --models 10   # on a GPU, 14 processes
-    .venv/bin/python -m benchmarks.sweep_truth --measure --resample --models 8  # good models judged elsewhere, again here
+    .venv/bin/python -m benchmarks.sweep_truth --measure --resample --models 8  # good models judged elsewhere
 
 Weights and features are cached under /tmp/hpo-bench-cache/good-models (resumable, shareable by
 processes); each model's judged record (truth, noise, every rule's pick and value) is kept in
