@@ -58,7 +58,7 @@ def test_a_lost_trial_whose_retry_was_never_queued_is_retried_by_the_next_worker
     opts = WorkerOptions(url=url, study="orphan", exit_when_idle=True, artifact_dir=tmp_path / "art", poll_seconds=0.1)
     with caplog.at_level(logging.WARNING):
         assert Worker(opts, objective=objective).serve() == 2
-    assert "trial 0 failed with no retry queued" in caplog.text
+    assert "lost trial 0 has no retry queued" in caplog.text
     (retry,) = retries_of(study, 0)
     assert retry.state == TrialState.COMPLETE and retry.params == study.trials[0].params
     assert [n for n, _ in ran] == [retry.number, 2]  # the retry first, then the study's second trial

@@ -349,8 +349,8 @@ def requeue_orphans(
     for t in orphans:
         if t.number not in own:
             log.warning(
-                "trial %d failed with no retry queued (its worker or the database went away in between); "
-                "queueing its retry",
+                "lost trial %d has no retry queued (its worker or the database went away between failing it and "
+                "queueing the retry); queueing it now",
                 t.number,
             )
         callback(study, t)
