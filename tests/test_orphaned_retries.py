@@ -20,9 +20,9 @@ from hpo.service import storage as storage_module
 from hpo.service.context import StudyContext
 from hpo.service.optuna_internals import frozen
 from hpo.service.storage import Heartbeat, open_storage
-from hpo.service.study import create_or_resume, orphaned_failures
+from hpo.service.study import create_or_resume, orphaned_failures, requeue_orphans
 from hpo.service.trials import mark_ended, retry_history
-from hpo.service.worker import Worker, WorkerOptions, requeue_orphans
+from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
 from tests.service_helpers import write_spec
 

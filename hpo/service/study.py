@@ -19,7 +19,7 @@ from hpo.analysis.record import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATT
 from hpo.errors import ConfigError, HpoError
 from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
-from hpo.service.storage import open_storage
+from hpo.service.storage import ResilientStorage, open_storage
 from hpo.service.trials import best_own, fail_reason, is_carried, is_retry, retry_history
 from hpo.service.urls import redact, resolve_url
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
@@ -240,6 +240,11 @@ RETRY_GRACE = timedelta(seconds=60)
 RETRIED_REASONS = ("worker_lost", "worker_stopped")
 
 
+def retried_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
+    """The numbers of trials whose retry exists: a retry carries its first attempt in its history."""
+    return {n for t in trials for n in retry_history(t)}
+
+
 def lacks_retry(t: FrozenTrial, retried: set[int], max_retries: int | None) -> bool:
     """A lost or stopped trial with retries left and none queued. ``max_retries`` None: not known to
     the caller, so the trial may have one left."""
@@ -257,8 +262,36 @@ def orphaned_failures(trials: Sequence[FrozenTrial], max_retries: int) -> list[F
     worker holds while it fails a trial and queues its retry, these are failures whose writer died
     (SIGKILL) or lost the database between the two writes: the crowd's chaos test met one."""
     trials = [t for t in trials if not is_carried(t)]
-    retried = {n for t in trials for n in retry_history(t)}
+    retried = retried_numbers(trials)
     return [t for t in trials if lacks_retry(t, retried, max_retries)]
+
+
+def requeue_orphans(
+    study: optuna.Study,
+    storage: ResilientStorage,
+    max_retries: int,
+    trials: Sequence[FrozenTrial] | None = None,
+    own: tuple[int, ...] = (),
+) -> bool:
+    """Queue the retry of each lost or stopped trial that has none. Called with the start lock held:
+    every worker fails a trial and queues its retry under it, so a failure seen here without one is
+    an orphan (its writer was killed or lost the database between the two writes), never a retry
+    about to be queued, and no two workers queue the same one. ``trials``: the study's, read under
+    the lock (read here when not given); ``own``: the trials the caller itself just stopped
+    (expected, so not warned about). True when a retry was queued."""
+    callback = storage.get_heartbeat_stale_trial_callback()
+    if callback is None:
+        return False
+    orphans = orphaned_failures(study.get_trials(deepcopy=False) if trials is None else trials, max_retries)
+    for t in orphans:
+        if t.number not in own:
+            log.warning(
+                "lost trial %d has no retry queued (its worker or the database went away between failing it and "
+                "queueing the retry); queueing it now",
+                t.number,
+            )
+        callback(study, t)
+    return bool(orphans)
 
 
 def progress(
@@ -271,7 +304,7 @@ def progress(
 ) -> Progress:
     now = now or datetime.now()  # Optuna stamps trials with the writer's local time
     trials = [t for t in (trials if trials is not None else study.get_trials(deepcopy=False)) if not is_carried(t)]
-    retried = {n for t in trials for n in retry_history(t)}  # the first attempt is in its retry's history
+    retried = retried_numbers(trials)
     states = [t.state for t in trials]
     failed = [t for t in trials if t.state == TrialState.FAIL]
     complete = [t.value for t in trials if t.state == TrialState.COMPLETE and t.value is not None]

@@ -16,13 +16,12 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
 import optuna
-from optuna.trial import FrozenTrial
 
 from hpo.analysis.record import RAN_ON_ATTR, REPORTED_ATTR, SPEC_ATTR, StudyRecord
 from hpo.scoring.score import preflight
@@ -35,7 +34,7 @@ from hpo.service.placement import placement_here
 from hpo.service.pruning import make_pruner
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
-from hpo.service.study import load, make_sampler, orphaned_failures, progress, require_spec
+from hpo.service.study import load, make_sampler, progress, requeue_orphans, require_spec
 from hpo.service.trials import ended_line, mark_ended
 from hpo.service.urls import redact
 from hpo.spec.spec import Spec
@@ -304,7 +303,7 @@ class Reaper:
 
     def _fail_stale(self, name: str, study: optuna.Study, storage: ResilientStorage) -> None:
         """Under the start lock, so that failing a trial and queueing its retry look like one step to
-        every worker (:func:`requeue_orphans`); the lock is taken only when a trial is stale."""
+        every worker (:func:`hpo.service.study.requeue_orphans`); the lock is taken only when a trial is stale."""
         if not stale_trial_ids(study):
             return
         with StartLock(self.worker.opts.url, storage, name), warnings.catch_warnings():
@@ -327,34 +326,6 @@ def exit_text(trials: int, lock_waits: list[float]) -> str:
         f"{trials} trials run; start lock taken {len(waits)} times, waited p50 {p50:.3f} s, "
         f"p99 {p99:.3f} s, max {waits[-1]:.3f} s"
     )
-
-
-def requeue_orphans(
-    study: optuna.Study,
-    storage: ResilientStorage,
-    max_retries: int,
-    trials: Sequence[FrozenTrial] | None = None,
-    own: tuple[int, ...] = (),
-) -> bool:
-    """Queue the retry of each lost or stopped trial that has none. Called with the start lock held:
-    every worker fails a trial and queues its retry under it, so a failure seen here without one is
-    an orphan (its writer was killed or lost the database between the two writes), never a retry
-    about to be queued, and no two workers queue the same one. ``trials``: the study's, read under
-    the lock (read here when not given); ``own``: the trials the caller itself just stopped
-    (expected, so not warned about). True when a retry was queued."""
-    callback = storage.get_heartbeat_stale_trial_callback()
-    if callback is None:
-        return False
-    orphans = orphaned_failures(study.get_trials(deepcopy=False) if trials is None else trials, max_retries)
-    for t in orphans:
-        if t.number not in own:
-            log.warning(
-                "lost trial %d has no retry queued (its worker or the database went away between failing it and "
-                "queueing the retry); queueing it now",
-                t.number,
-            )
-        callback(study, t)
-    return bool(orphans)
 
 
 def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:
