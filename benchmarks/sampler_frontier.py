@@ -42,16 +42,20 @@ import numpy as np
 from benchmarks.claims import unclaimed
 from benchmarks.common import RESULTS, write_result
 from benchmarks.good_models import CACHE, DATASETS, MODELS, ModelKey, keys, load_model, model_spec, train_model
-from benchmarks.sweep_truth import extrapolated
+from benchmarks.sweep_truth import TOTAL as TRUTH_TOTAL
+from benchmarks.sweep_truth import extrapolated, shared_labels
+from benchmarks.sweep_truth import features_path as truth_path
 from hpo.analysis.noise import pair_sd
 from hpo.diffusion.sampler import EVERYWHERE
 from hpo.scoring.distance import Reference
-from hpo.spec.sampling import SamplerName, SamplingConfig
+from hpo.spec.sampling import SamplerName, SamplingConfig, Spacing
 
 TOTAL = 2048
 BUDGETS = (10, 20)
 SAMPLERS: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
-CHALLENGERS = SAMPLERS[1:]  # each compared with DDIM
+KARRAS: tuple[SamplerName, ...] = ("dpmpp_2m", "heun")  # also on EDM's σ spacing (spacing: karras)
+SOLVERS = (*SAMPLERS, *(f"{k}+karras" for k in KARRAS))  # a sampler on trailing timesteps, or +karras
+CHALLENGERS = SOLVERS[1:]  # each compared with DDIM
 GUIDANCE = (1.0, 2.0, 3.0)
 DDIM_GRID = tuple((w, s) for w in GUIDANCE for s in (10, 20, 30))  # the quickstart's grid
 # Kynkäänniemi et al. 2024's best intervals (σ_lo, σ_hi]: EDM2-S on ImageNet-512 (0.28, 2.9], SD-XL (0.28, 5.42]
@@ -67,18 +71,25 @@ class Combo:
     guidance: float
     steps: int
     interval: tuple[float, float] = EVERYWHERE  # guided where σ/α lies in (lo, hi]
+    spacing: Spacing = "trailing"
 
     @property
     def label(self) -> str:
         where = "" if self.interval == EVERYWHERE else f"/{self.interval[0]:g}-{self.interval[1]:g}"
-        return f"{self.sampler}/{self.guidance:g}/{self.steps}{where}"
+        spaced = "" if self.spacing == "trailing" else f"/{self.spacing}"
+        return f"{self.sampler}/{self.guidance:g}/{self.steps}{where}{spaced}"
+
+    @property
+    def solver(self) -> str:
+        """The sampler and its spacing, as SOLVERS names them."""
+        return self.sampler if self.spacing == "trailing" else f"{self.sampler}+{self.spacing}"
 
     @property
     def sampling(self) -> SamplingConfig:
         low, high = self.interval
         return SamplingConfig(
             guidance_scale=self.guidance, ddim_steps=self.steps, sampler=self.sampler,
-            guidance_sigma_min=low, guidance_sigma_max=None if math.isinf(high) else high,
+            guidance_sigma_min=low, guidance_sigma_max=None if math.isinf(high) else high, spacing=self.spacing,
         )  # fmt: skip
 
     @property
@@ -86,10 +97,10 @@ class Combo:
         return self.sampling.evaluations(conditional=True)
 
 
-def within(sampler: SamplerName, guidance: float, budget: int) -> Combo:
+def within(sampler: SamplerName, guidance: float, budget: int, spacing: Spacing = "trailing") -> Combo:
     """The most steps of ``sampler`` at ``guidance`` that ``budget`` evaluations afford."""
     steps = max(n for n in range(1, budget + 1) if Combo(sampler, guidance, n).nfe <= budget)
-    return Combo(sampler, guidance, steps)
+    return Combo(sampler, guidance, steps, spacing=spacing)
 
 
 def interval_combos(interval: tuple[float, float]) -> list[Combo]:
@@ -98,16 +109,37 @@ def interval_combos(interval: tuple[float, float]) -> list[Combo]:
 
 
 def combos() -> list[Combo]:
-    """Each sampler at each budget and guidance, the rest of DDIM's grid, then the guidance intervals
-    (and the same guidances everywhere); each once."""
+    """Each sampler at each budget and guidance, the rest of DDIM's grid, the guidance intervals (and
+    the same guidances everywhere), then DPM-Solver++ and Heun at each budget on EDM's σ spacing; each
+    once (the order they are sampled in: a combination added later is sampled alone)."""
     at_budget = [within(k, w, b) for k in SAMPLERS for b in BUDGETS for w in GUIDANCE]
     grid = [Combo("ddim", w, s) for w, s in DDIM_GRID]
     intervals = [c for i in (EVERYWHERE, *INTERVALS) for c in interval_combos(i)]
-    return list(dict.fromkeys(at_budget + grid + intervals))
+    karras = [within(k, w, b, "karras") for k in KARRAS for b in BUDGETS for w in GUIDANCE]
+    return list(dict.fromkeys(at_budget + grid + intervals + karras))
 
 
 def features_path(key: ModelKey, total: int, cache: Path) -> Path:
     return cache / f"{key.name}-samplers{total}.npz"
+
+
+def save_features(feats: dict[str, np.ndarray], path: Path) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    arrays: dict[str, Any] = {k: v.astype(np.float32) for k, v in feats.items()}
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+
+
+def truth_features(key: ModelKey, cache: Path) -> dict[str, np.ndarray]:
+    """The combinations :mod:`benchmarks.sweep_truth` already sampled for ``key``, under this script's
+    labels (the reverse of :func:`benchmarks.sweep_truth.frontier_features`)."""
+    path = truth_path(key, cache)
+    if not path.exists():
+        return {}
+    ours = {c.label for c in combos()}
+    wanted = {truth: label for label, truth in shared_labels(key.dataset).items() if label in ours}
+    with np.load(path) as blob:
+        return {wanted[k]: blob[k] for k in blob.files if k in wanted}
 
 
 def sample_model(
@@ -134,14 +166,14 @@ def sample_model(
     if path.exists():
         with np.load(path) as blob:
             out.update({k: blob[k] for k in blob.files})
+    if total == TRUTH_TOTAL:
+        out.update({k: v for k, v in truth_features(key, cache).items() if k not in out})
     labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
     for c in combos():
         if c.label not in out:
             out[c.label] = sample_features(scorer, model, c.sampling, labels, start=0, n=total, seed=0).feats
-    tmp = path.with_suffix(".tmp.npz")
-    arrays: dict[str, Any] = {k: v.astype(np.float32) for k, v in out.items()}
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
+            save_features(out, path)  # each combination kept as it is sampled: a stopped run resumes
+    save_features(out, path)
     print(f"  {key.name}: sampled {len(combos())} combinations in {time.perf_counter() - started:.0f} s", flush=True)
     nfe = {c.label: network_evaluations(c.sampling, model.schedule, conditional=True) for c in combos()}
     return out, nfe
@@ -171,8 +203,8 @@ def judge(name: str, feats: dict[str, np.ndarray], nfe: dict[str, int]) -> Model
     samples = {c.label: feats[c.label].astype(np.float64) for c in combos()}
     truth = {k: stat(f, reference) for k, f in samples.items()}
     best: dict[str, dict[str, float]] = {
-        k: {str(b): min(truth[c.label] for c in combos() if c.sampler == k and c.nfe <= b) for b in BUDGETS}
-        for k in SAMPLERS
+        k: {str(b): min(truth[c.label] for c in combos() if c.solver == k and c.nfe <= b) for b in BUDGETS}
+        for k in SOLVERS
     }
     ddim_best = min(truth[Combo("ddim", w, s).label] for w, s in DDIM_GRID)
     interval_best = {
@@ -237,7 +269,7 @@ def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
     if all(r.noise_sd_robust is not None for r in results):
         out["noise_sd_robust"] = [round(r.noise_sd_robust or 0.0, 3) for r in results]
     for b in map(str, BUDGETS):
-        for k in SAMPLERS:
+        for k in SOLVERS:
             out[f"{k}@{b}"] = mean_sd([r.best[k][b] for r in results])
         for k in CHALLENGERS:
             diffs = [r.best[k][b] - r.best["ddim"][b] for r in results]
@@ -279,17 +311,18 @@ def mean_sd_text(s: dict[str, Any]) -> Callable[[str], str]:
 
 
 NAMES = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)", "heun": "Heun"}
+NAMES.update({f"{k}+karras": f"{NAMES[k]}, EDM σ" for k in KARRAS})
 
 
 def markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
     """Per dataset and budget: each sampler's best (mean ± sd over models), then per challenger its
     paired difference to DDIM and the models where it / DDIM wins by more than 2 noise sd."""
-    heads = [NAMES[k] for k in SAMPLERS] + [f"{NAMES[k]} − DDIM (wins / losses)" for k in CHALLENGERS]
+    heads = [NAMES[k] for k in SOLVERS] + [f"{NAMES[k]} − DDIM (wins / losses)" for k in CHALLENGERS]
     lines = ["| dataset (models) | budget | " + " | ".join(heads) + " |", "| --- " * (2 + len(heads)) + "|"]
     for d, s in by_dataset.items():
         ms = mean_sd_text(s)
         for b in BUDGETS:
-            best = [ms(f"{k}@{b}") for k in SAMPLERS]
+            best = [ms(f"{k}@{b}") for k in SOLVERS]
             versus = [f"{ms(f'{k}-ddim@{b}')} ({s[f'{k} wins@{b}']} / {s[f'ddim beats {k}@{b}']})" for k in CHALLENGERS]
             lines.append(f"| {d} ({s['models']}) | ≤ {b} NFE | " + " | ".join(best + versus) + " |")
         blank = " |" * (len(heads) - 1)

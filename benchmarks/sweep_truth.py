@@ -117,15 +117,22 @@ def measure_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> No
     print(f"  {key.name}: trained in {trained - started:.0f} s, sampled in {sampled:.0f} s", flush=True)
 
 
+def shared_labels(dataset: str) -> dict[str, str]:
+    """The combinations this grid shares with :mod:`benchmarks.sampler_frontier` (DDIM guided
+    everywhere; both draw the same labels, seed and count, so sample i is the same image in both:
+    checked equal to the bit on shapes-6): the frontier's label → this script's."""
+    return {f"ddim/{w:g}/{s}": combo_label(w, s) for w, s in combos(dataset)}
+
+
 def frontier_features(key: ModelKey, cache: Path) -> dict[str, np.ndarray]:
-    """The grid's combinations that :mod:`benchmarks.sampler_frontier` already sampled for ``key``
-    (DDIM guided everywhere, the same labels, seed and count), under this script's labels."""
+    """The grid's combinations that :mod:`benchmarks.sampler_frontier` already sampled for ``key``,
+    under this script's labels."""
     from benchmarks.sampler_frontier import features_path as frontier_path
 
     path = frontier_path(key, TOTAL, cache)
     if not path.exists():
         return {}
-    wanted = {f"ddim/{w:g}/{s}": combo_label(w, s) for w, s in combos(key.dataset)}
+    wanted = shared_labels(key.dataset)
     with np.load(path) as blob:
         return {wanted[k]: blob[k] for k in blob.files if k in wanted}
 

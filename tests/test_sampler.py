@@ -219,17 +219,23 @@ def _eps(schedule: NoiseSchedule, x: torch.Tensor, x0: torch.Tensor, t: torch.Te
     return (x - abar.sqrt() * x0) / (1 - abar).sqrt()
 
 
-def test_heun_corrects_no_step_from_above_sigma_max_nor_the_last_and_counts_what_it_evaluates() -> None:
-    from hpo.spec.sampling import SamplingConfig
-
-    schedule = NoiseSchedule.create("cosine", 200)  # σ/α 4 058 at t = 199: the first step starts above 80
-    x0_of = smooth_denoiser(200)
+def recording_denoiser(schedule: NoiseSchedule) -> tuple[Callable[..., Any], list[int]]:
+    """:func:`smooth_denoiser` as (x0̂, ε̂), and the list of timesteps it is called at, in order."""
+    x0_of = smooth_denoiser(schedule.T)
     seen: list[int] = []
 
     def denoise(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         seen.append(int(t[0]))
         return x0_of(x, t), _eps(schedule, x, x0_of(x, t), t)
 
+    return denoise, seen
+
+
+def test_heun_corrects_no_step_from_above_sigma_max_nor_the_last_and_counts_what_it_evaluates() -> None:
+    from hpo.spec.sampling import SamplingConfig
+
+    schedule = NoiseSchedule.create("cosine", 200)  # σ/α 4 058 at t = 199: the first step starts above 80
+    denoise, seen = recording_denoiser(schedule)
     x_T = torch.randn(3, 1, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     sample_heun(denoise, schedule, x_T.clone(), steps=6)
     ts = trailing_timesteps(200, 6)

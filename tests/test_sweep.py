@@ -52,10 +52,10 @@ def test_every_combination_starts_from_the_same_noise_and_labels(
     seen: dict[tuple[float, int], list[torch.Tensor]] = {}
     real = sampler_module.sample_ddim
 
-    def recording(denoise, schedule, x, *, steps, eta, generator):  # type: ignore[no-untyped-def]
+    def recording(denoise, schedule, x, *, steps, eta, generator, spacing):  # type: ignore[no-untyped-def]
         key = (round(float(x.sum()), 4), steps)
         seen.setdefault(key, []).append(x.clone())
-        return real(denoise, schedule, x, steps=steps, eta=eta, generator=generator)
+        return real(denoise, schedule, x, steps=steps, eta=eta, generator=generator, spacing=spacing)
 
     monkeypatch.setitem(sampler_module.SAMPLERS, "ddim", recording)
     result = run_sweep(scorer, model, COMBOS, class_frequencies=torch.full((10,), 0.1))
@@ -196,9 +196,9 @@ def test_a_sweep_over_samplers_scores_dpm_solver_on_the_same_weights_and_noise(
     for name in ("ddim", "dpmpp_2m"):
         real = sampler_module.SAMPLERS[name]
 
-        def recording(denoise, schedule, x, *, steps, eta, generator, _name=name, _real=real):  # type: ignore[no-untyped-def]
+        def recording(denoise, schedule, x, *, steps, eta, generator, spacing, _name=name, _real=real):  # type: ignore[no-untyped-def]
             starts.setdefault(_name, set()).add(round(float(x.sum()), 4))
-            return _real(denoise, schedule, x, steps=steps, eta=eta, generator=generator)
+            return _real(denoise, schedule, x, steps=steps, eta=eta, generator=generator, spacing=spacing)
 
         monkeypatch.setitem(sampler_module.SAMPLERS, name, recording)
     combos = [SamplingConfig(2.0, 4), SamplingConfig(2.0, 4, sampler="dpmpp_2m")]
@@ -206,6 +206,33 @@ def test_a_sweep_over_samplers_scores_dpm_solver_on_the_same_weights_and_noise(
     assert starts["ddim"] == starts["dpmpp_2m"] and len(starts["ddim"]) == 3  # the same noise, batch by batch
     by = {s.sampling.sampler: s.score for s in result.scores}
     assert set(by) == {"ddim", "dpmpp_2m"} and by["ddim"] != by["dpmpp_2m"]  # two solvers, two sample sets
+
+
+def test_a_sweep_over_spacings_walks_each_grid_on_the_same_weights_and_counts_its_evaluations(
+    trained: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, scorer = trained
+    walked: dict[str, list[int]] = {}
+    real = sampler_module.SAMPLERS["heun"]
+
+    def recording(denoise, schedule, x, *, steps, eta, generator, spacing):  # type: ignore[no-untyped-def]
+        def seen(x_t, t):  # type: ignore[no-untyped-def]
+            walked.setdefault(spacing, []).append(int(t[0]))
+            return denoise(x_t, t)
+
+        walked.pop(spacing, None)  # one batch's walk
+        return real(seen, schedule, x, steps=steps, eta=eta, generator=generator, spacing=spacing)
+
+    monkeypatch.setitem(sampler_module.SAMPLERS, "heun", recording)
+    combos = [SamplingConfig(2.0, 4, sampler="heun"), SamplingConfig(2.0, 4, sampler="heun", spacing="karras")]
+    result = run_sweep(scorer, model, combos, class_frequencies=torch.full((10,), 0.1))
+    schedule = model.schedule
+    for spacing in ("trailing", "karras"):
+        assert walked[spacing] == sampler_module.evaluation_timesteps("heun", schedule, 4, spacing)
+    assert walked["trailing"] != walked["karras"]
+    by = {s.sampling.spacing: s for s in result.scores}
+    assert by["karras"].score != by["trailing"].score  # two grids, two sample sets
+    assert by["karras"].nfe == 2 * len(walked["karras"])  # stored: the evaluations it made, guided
 
 
 def test_the_spec_names_the_samplers_the_diffusion_package_has() -> None:

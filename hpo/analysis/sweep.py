@@ -170,6 +170,7 @@ def optional_columns() -> list[Column]:
         (f"{'sampler':>8}", lambda c: f"{c.sampler:>8}", lambda c: c.sampler != "ddim"),
         (f"{'guided σ':>12}", lambda c: f"{c.interval_text if c.interval_set else 'all':>12}",
          lambda c: c.interval_set),
+        (f"{'spacing':>8}", lambda c: f"{c.spacing:>8}", lambda c: c.spacing != "trailing"),
     ]  # fmt: skip
 
 

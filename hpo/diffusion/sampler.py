@@ -1,4 +1,4 @@
-"""Samplers sharing one signature: ``sample_*(denoise, schedule, x_T, *, steps, eta, generator)``.
+"""Samplers sharing one signature: ``sample_*(denoise, schedule, x_T, *, steps, eta, generator, spacing)``.
 
 ``denoise(x_t, t)`` returns (x0̂, ε̂) at integer timesteps t; :func:`make_denoiser` builds it from a
 network, its parameterisation and classifier-free guidance, so samplers know nothing of either.
@@ -102,6 +102,46 @@ def trailing_step(T: int, steps: Any, i: Any) -> Any:
     return T - 1 - (2 * i * T + steps) // (2 * steps)
 
 
+KARRAS_RHO = 7.0  # Karras et al. 2022, Eq. 5 and Table 1: ρ = 7 ("EDM")
+EDM_SIGMA_MAX = 80.0  # EDM's σ_max (Karras et al. 2022, Table 1)
+
+
+def karras_timesteps(schedule: NoiseSchedule, steps: int, rho: float = KARRAS_RHO) -> list[int]:
+    """EDM's spacing (Karras et al. 2022, Eq. 5): σ_i = (σ_max^{1/ρ} + i/(N−1)·(σ_min^{1/ρ} − σ_max^{1/ρ}))^ρ,
+    i = 0..N−1, from σ_max = the schedule's largest finite σ/α, at most EDM's 80, down to σ_min = its
+    σ/α at t = 0; each σ_i becomes the training timestep nearest it in log σ, repeats dropped, and the
+    first is T−1, so sampling starts from pure noise as with trailing. Steps crowd towards low noise.
+
+    Without the cap at 80 (diffusers' ``use_karras_sigmas`` takes the schedule's own σ_max, and is
+    equal to this where that is at most 80: ``tests/test_karras_spacing.py``), a cosine T = 1000
+    schedule (σ/α 2·10⁴ at T−1) puts 13 of 20 steps on t ≥ 990, where 8 round onto others. diffusers
+    also keeps σ_i in its update while the network sees the rounded timestep; here each step uses its
+    timestep's own σ, so network and solver agree."""
+    T = schedule.T
+    if not 1 <= steps <= T:
+        raise ValueError(f"steps must be in [1, T={T}], got steps={steps}")
+    log_levels = np.log(schedule.noise_levels)
+    finite = log_levels[np.isfinite(log_levels)]  # t = 0..k: σ/α grows with t
+    high, low = min(float(np.exp(finite.max())), EDM_SIGMA_MAX), float(np.exp(finite.min()))
+    ramp = np.linspace(0.0, 1.0, steps)
+    sigmas = (high ** (1 / rho) + ramp * (low ** (1 / rho) - high ** (1 / rho))) ** rho
+    nearest = [int(np.abs(finite - math.log(s)).argmin()) for s in sigmas]
+    return list(dict.fromkeys([T - 1, *nearest[1:]]))
+
+
+SPACINGS = ("trailing", "karras")  # spec.sampling.SPACING_NAMES
+
+
+def sampling_timesteps(schedule: NoiseSchedule, steps: int, spacing: str = "trailing") -> list[int]:
+    """The decreasing timesteps a deterministic sampler visits before its last step to σ = 0:
+    ``trailing`` (:func:`trailing_timesteps`, DDIM's) or ``karras`` (:func:`karras_timesteps`, EDM's)."""
+    if spacing == "trailing":
+        return trailing_timesteps(schedule.T, steps)
+    if spacing == "karras":
+        return karras_timesteps(schedule, steps)
+    raise ValueError(f"unknown spacing {spacing!r}; expected one of {', '.join(SPACINGS)}")
+
+
 def _noise(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     return torch.randn(x.shape, device=x.device, dtype=x.dtype, generator=generator)
 
@@ -115,11 +155,12 @@ def sample_ddim(
     steps: int,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
+    spacing: str = "trailing",
 ) -> torch.Tensor:
     """DDIM (Song et al. 2021, Eq. 12): x_prev = √ᾱ_prev·x0̂ + √(1−ᾱ_prev−σ²)·ε̂ + σ·z,
     σ = η·√((1−ᾱ_prev)/(1−ᾱ_t))·√(1−ᾱ_t/ᾱ_prev). η = 0 is deterministic."""
     abar = schedule.alphas_cumprod
-    timesteps = trailing_timesteps(schedule.T, steps)
+    timesteps = sampling_timesteps(schedule, steps, spacing)
     for i, t in enumerate(timesteps):
         t_prev = timesteps[i + 1] if i + 1 < len(timesteps) else -1
         a_t, a_prev = float(abar[t]), (float(abar[t_prev]) if t_prev >= 0 else 1.0)
@@ -171,10 +212,11 @@ def sample_dpmpp_2m(
     steps: int,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
+    spacing: str = "trailing",
 ) -> torch.Tensor:
     """DPM-Solver++(2M) (Lu et al. 2022, "DPM-Solver++", Algorithm 2), the multistep second-order
-    solver of the diffusion ODE in data prediction, on the same trailing timesteps as DDIM and then to
-    σ = 0. With h_i = λ_{t_i} − λ_{t_{i−1}} (λ = log α/σ) and x0̂_i the denoiser's data prediction:
+    solver of the diffusion ODE in data prediction, on the same timesteps as DDIM (``spacing``) and
+    then to σ = 0. With h_i = λ_{t_i} − λ_{t_{i−1}} (λ = log α/σ) and x0̂_i the denoiser's data prediction:
 
     first step (and the last, to σ = 0): x_{t_i} = (σ_{t_i}/σ_{t_{i−1}})·x − α_{t_i}(e^{−h_i} − 1)·x0̂_{i−1}
     others: the same with D_i = (1 + 1/(2r_i))·x0̂_{i−1} − 1/(2r_i)·x0̂_{i−2}, r_i = h_{i−1}/h_i.
@@ -186,7 +228,7 @@ def sample_dpmpp_2m(
         raise ValueError(f"DPM-Solver++(2M) is deterministic: eta must be 0, got {eta}")
     del generator  # one signature with the stochastic samplers
     abar = schedule.alphas_cumprod
-    timesteps = trailing_timesteps(schedule.T, steps)
+    timesteps = sampling_timesteps(schedule, steps, spacing)
     levels = [_alpha_sigma_lambda(float(abar[t])) for t in timesteps] + [(1.0, 0.0, np.inf)]
     previous: torch.Tensor | None = None  # x0̂ of the step before
     for i, t in enumerate(timesteps):
@@ -204,7 +246,7 @@ def sample_dpmpp_2m(
     return x
 
 
-HEUN_SIGMA_MAX = 80.0  # EDM's σ_max (Karras et al. 2022, Table 1); Heun corrects no step that starts above it
+HEUN_SIGMA_MAX = EDM_SIGMA_MAX  # Heun corrects no step that starts above EDM's σ_max
 
 
 def heun_corrects(level: float, level_next: float) -> bool:
@@ -225,11 +267,12 @@ def sample_heun(
     steps: int,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
+    spacing: str = "trailing",
 ) -> torch.Tensor:
     """Heun's second-order method (Karras et al. 2022, "Elucidating the Design Space of Diffusion-Based
     Generative Models", Algorithm 1, deterministic: S_churn = 0) on the probability-flow ODE
-    dx̃/dσ̃ = (x̃ − D(x̃; σ̃))/σ̃ = ε̂ in the variables x̃ = x/α_t, σ̃ = σ_t/α_t, at the same trailing
-    timesteps as DDIM and then to σ̃ = 0:
+    dx̃/dσ̃ = (x̃ − D(x̃; σ̃))/σ̃ = ε̂ in the variables x̃ = x/α_t, σ̃ = σ_t/α_t, at the same
+    timesteps as DDIM (``spacing``: trailing, or EDM's own, ``karras``) and then to σ̃ = 0:
 
     Euler (line 5): x̃' = x̃_i + (σ̃_{i+1} − σ̃_i)·ε̂(x̃_i, t_i) = x0̂_i + σ̃_{i+1}·ε̂_i — DDIM's step;
     correction (lines 7–8): x̃_{i+1} = x̃_i + (σ̃_{i+1} − σ̃_i)·(ε̂(x̃_i, t_i) + ε̂(x̃', t_{i+1}))/2,
@@ -244,7 +287,7 @@ def sample_heun(
         raise ValueError(f"Heun is deterministic: eta must be 0, got {eta}")
     del generator  # one signature with the stochastic samplers
     abar, noise = schedule.alphas_cumprod, schedule.noise_levels
-    timesteps = trailing_timesteps(schedule.T, steps)
+    timesteps = sampling_timesteps(schedule, steps, spacing)
     levels = [(float(abar[t]) ** 0.5, float(noise[t])) for t in timesteps] + [(1.0, 0.0)]
     at = lambda t: torch.full((x.shape[0],), t, device=x.device, dtype=torch.long)  # noqa: E731
     for i, t in enumerate(timesteps):
@@ -266,11 +309,11 @@ SAMPLERS: dict[str, Sampler] = {  # spec.sampling.SAMPLER_NAMES
 }
 
 
-def evaluation_timesteps(sampler: str, schedule: NoiseSchedule, steps: int) -> list[int]:
-    """The timesteps at which ``sampler`` evaluates the network, in order: each trailing timestep once,
-    and for Heun each corrected step's end once more (:func:`heun_corrects`)."""
+def evaluation_timesteps(sampler: str, schedule: NoiseSchedule, steps: int, spacing: str = "trailing") -> list[int]:
+    """The timesteps at which ``sampler`` evaluates the network, in order: each of its timesteps once
+    (:func:`sampling_timesteps`), and for Heun each corrected step's end once more (:func:`heun_corrects`)."""
     sampler_named(sampler)
-    timesteps = trailing_timesteps(schedule.T, steps)
+    timesteps = sampling_timesteps(schedule, steps, spacing)
     if sampler != "heun":
         return timesteps
     levels = schedule.noise_levels

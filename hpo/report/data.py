@@ -22,7 +22,7 @@ from hpo.analysis.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims
-from hpo.spec.sampling import SAMPLER_WORDS, SamplingConfig, ScreenBy
+from hpo.spec.sampling import SamplingConfig, ScreenBy
 
 
 def complete(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -183,7 +183,7 @@ def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, fl
 def cell_words(c: SamplingConfig) -> str:
     """A grid cell's best combination in words: guidance (and its interval), steps and their sampler."""
     interval = f" for σ in {c.interval_text}" if c.interval_set else ""
-    return f"guidance {c.guidance_scale:g}{interval} at {c.ddim_steps} {SAMPLER_WORDS[c.sampler]} steps"
+    return f"guidance {c.guidance_scale:g}{interval} at {c.steps_words}"
 
 
 def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str:

@@ -27,6 +27,9 @@ RESCORE_TOP = 3
 SamplerName = Literal["ddim", "dpmpp_2m", "heun"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
 SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
 SAMPLER_WORDS = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)", "heun": "Heun (EDM)"}
+Spacing = Literal["trailing", "karras"]  # hpo.diffusion.sampler.SPACINGS: the timesteps a sampler visits
+SPACING_NAMES: tuple[Spacing, ...] = ("trailing", "karras")
+SPACING_WORDS = {"trailing": "", "karras": " on EDM's σ spacing"}
 ScreenBy = Literal["pca", "kid", "fid"]
 SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
 
@@ -40,6 +43,7 @@ class SamplingConfig:
     sampler: SamplerName = "ddim"  # the solver taking the ddim_steps steps: ddim, dpmpp_2m (DPM-Solver++(2M)), heun
     guidance_sigma_min: float = 0.0  # guidance only where σ/α lies in (min, max] (Kynkäänniemi et al. 2024) ...
     guidance_sigma_max: float | None = None  # ... elsewhere the conditional model alone; None: no upper bound
+    spacing: Spacing = "trailing"  # the timesteps: trailing (Lin et al. 2024) or karras (EDM's ρ = 7 in σ)
 
     def __post_init__(self) -> None:
         check_guidance(self.guidance_scale)
@@ -49,6 +53,10 @@ class SamplingConfig:
         require(
             self.sampler in SAMPLER_NAMES, "sampler", f"unknown sampler {self.sampler!r}; expected one of "
             f"{', '.join(SAMPLER_NAMES)}",
+        )  # fmt: skip
+        require(
+            self.spacing in SPACING_NAMES, "spacing", f"unknown spacing {self.spacing!r}; expected one of "
+            f"{', '.join(SPACING_NAMES)}",
         )  # fmt: skip
         require(
             self.sampler == "ddim" or self.eta == 0.0, "eta",
@@ -88,7 +96,8 @@ class SamplingConfig:
         ema = "" if self.ema_sigma_rel is None else f" ema={self.ema_sigma_rel:g}"
         solver = "" if self.sampler == "ddim" else f" {self.sampler}"
         interval = f" σ∈{self.interval_text}" if self.interval_set else ""
-        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}{solver}{interval}"
+        spacing = "" if self.spacing == "trailing" else f" {self.spacing}"
+        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}{solver}{interval}{spacing}"
 
     @property
     def interval_text(self) -> str:
@@ -98,9 +107,13 @@ class SamplingConfig:
     @property
     def words(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f", EMA σ_rel {self.ema_sigma_rel:g}"
-        steps = f"{self.ddim_steps} {SAMPLER_WORDS[self.sampler]} steps"
         interval = f" for σ in {self.interval_text}" if self.interval_set else ""
-        return f"guidance {self.guidance_scale:g}{interval}, {steps}, η {self.eta:g}{ema}"
+        return f"guidance {self.guidance_scale:g}{interval}, {self.steps_words}, η {self.eta:g}{ema}"
+
+    @property
+    def steps_words(self) -> str:
+        """How many steps of which sampler, e.g. "10 Heun (EDM) steps on EDM's σ spacing"."""
+        return f"{self.ddim_steps} {SAMPLER_WORDS[self.sampler]} steps{SPACING_WORDS[self.spacing]}"
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values; ``ema_sigma_rel`` only when set, so combinations stored before post-hoc EMA read
@@ -114,6 +127,8 @@ class SamplingConfig:
             out["guidance_sigma_min"] = self.guidance_sigma_min
         if self.guidance_sigma_max is not None:
             out["guidance_sigma_max"] = self.guidance_sigma_max
+        if self.spacing != "trailing":
+            out["spacing"] = self.spacing
         return out
 
     @classmethod
@@ -124,6 +139,7 @@ class SamplingConfig:
             float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]), None if sigma is None else float(sigma),
             d.get("sampler", "ddim"), float(d.get("guidance_sigma_min", 0.0)),
             None if d.get("guidance_sigma_max") is None else float(d["guidance_sigma_max"]),
+            d.get("spacing", "trailing"),
         )  # fmt: skip
 
 
@@ -140,6 +156,7 @@ class SamplingSweep:
     sampler: tuple[SamplerName, ...] = ("ddim",)
     guidance_sigma_min: tuple[float, ...] = (0.0,)
     guidance_sigma_max: tuple[float | None, ...] = (None,)
+    spacing: tuple[Spacing, ...] = ("trailing",)
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = RESCORE_TOP  # ... complete the best few to score.num_samples (the best: the trial's value)
     screen_by: ScreenBy = "pca"  # the screen's ranking: pca (FID in screen_samples/4 principal components), kid, fid
@@ -154,7 +171,9 @@ class SamplingSweep:
         the guidance interval means nothing either: such combinations keep the default and count once."""
         fixed = fixed or {}
         axes = [(fixed[n],) if n in fixed else self.values(n) for n in SAMPLING_FIELDS]
-        combos = (SamplingConfig(g, int(s), e, m, k, lo, hi) for g, s, e, m, k, lo, hi in itertools.product(*axes))
+        combos = (
+            SamplingConfig(g, int(s), e, m, k, lo, hi, sp) for g, s, e, m, k, lo, hi, sp in itertools.product(*axes)
+        )
         return list(dict.fromkeys(c if c.guided(conditional) else c.unguided_interval() for c in combos))
 
     def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
@@ -181,7 +200,7 @@ class SamplingSweep:
         scales = sorted({c.guidance_scale for c in combos})
         steps = sorted({c.ddim_steps for c in combos})
         median = (len(scales) - 1) // 2, (len(steps) - 1) // 2
-        names = ("sampler", "guidance_sigma_min", "guidance_sigma_max")
+        names = ("sampler", "guidance_sigma_min", "guidance_sigma_max", "spacing")
         first = {n: (fixed or {}).get(n, self.values(n)[0]) for n in names}
         return SamplingConfig(scales[median[0]], steps[median[1]], min(c.eta for c in combos), **first)
 
@@ -191,7 +210,7 @@ class SamplingSweep:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
         if self.sampler == ("ddim",):
             del out["sampler"]  # likewise
-        for name, default in (("guidance_sigma_min", 0.0), ("guidance_sigma_max", None)):
+        for name, default in (("guidance_sigma_min", 0.0), ("guidance_sigma_max", None), ("spacing", "trailing")):
             if out[name] == [default]:
                 del out[name]  # likewise
         if self.screen_by == "pca":
