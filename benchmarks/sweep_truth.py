@@ -23,6 +23,7 @@ exactly as :func:`hpo.scoring.sweep.run_sweep` draws them — and judged by
     .venv/bin/python -m benchmarks.sweep_truth --measure    # only train and sample (start one per free core)
     benchmarks/sweep_truth_parallel.sh 14 270 --device cuda --models 10   # on a GPU, 14 processes
     .venv/bin/python -m benchmarks.sweep_truth --measure --resample --models 8  # good models judged elsewhere
+    .venv/bin/python -m benchmarks.sweep_truth --truth-agreement --models 12  # truth against itself, across models
 
 Weights and features are cached under /tmp/hpo-bench-cache/good-models (resumable, shareable by
 processes); each model's judged record (truth, noise, every rule's pick and value) is kept in
@@ -523,6 +524,28 @@ def print_dataset(dataset: str, res: dict[str, Any]) -> None:
                   f"{r['regret_sd_max']:5.1f} {across:>6}")  # fmt: skip
 
 
+def truth_agreement(datasets: tuple[str, ...], models: int, cache: Path = CACHE) -> None:
+    """How well truth itself ranks a dataset's good models: each model's best FID∞ from the first and
+    from the second 1 024 of its 2 048 samples (independent noise), Spearman between the two halves
+    across the models whose features are cached; the ceiling any rule's Spearman is measured under."""
+    half = TOTAL // 2
+    for d in datasets:
+        rows = []
+        for key in keys((d,), models):
+            record, model = read_record(key), load_features(key, cache)
+            if record is None or not record.inside or model is None:
+                continue
+            a = min(TRUTH(f[:half], model.reference) for f in model.feats.values())
+            b = min(TRUTH(f[half:], model.reference) for f in model.feats.values())
+            rows.append((key.name, record.truth[record.best], a, b))
+        if len(rows) < 3:
+            continue
+        rho = spearmanr([r[2] for r in rows], [r[3] for r in rows]).statistic
+        print(f"{d}: {len(rows)} good models, Spearman between the halves' truths {rho:.2f}")
+        for name, full, x, y in sorted(rows, key=lambda r: r[1]):
+            print(f"  {name:>10}  FID∞ of 2 048 {full:6.2f}   first 1 024 {x:6.2f}   second 1 024 {y:6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default=",".join(DATASETS))
@@ -533,8 +556,14 @@ def main() -> None:
     parser.add_argument(
         "--resample", action="store_true", help="also sample the good models judged elsewhere (features not kept here)"
     )
+    parser.add_argument(
+        "--truth-agreement", action="store_true", help="only truth's own agreement across models (two halves)"
+    )
     args = parser.parse_args()
     datasets = tuple(args.datasets.split(","))
+    if args.truth_agreement:
+        truth_agreement(datasets, args.models)
+        return
     if not args.tables:
         measure(datasets, args.models, device=args.device, resample=args.resample)
     if args.measure:
