@@ -15,7 +15,9 @@ evenly spaced in 1/n from TOTAL/4 to TOTAL, a line in 1/n, its intercept):
   the model's own schedule (:func:`hpo.training.generate.network_evaluations`).
 
 Per model: each sampler's best at each budget; the noise is the sd of a difference between two
-combinations' FID∞, from the two disjoint halves of the samples (``truth_sd``). Per dataset: mean ±
+combinations' FID∞, from the two disjoint halves of the samples (``truth_sd``), the median pair's
+(:attr:`ModelResult.noise`: Heun on EDM's σ spacing at 3 steps gives FID∞ over 2 000, and such a
+combination inflates the root mean square over pairs 4-20× on shapes). Per dataset: mean ±
 sd over models, the paired difference to DDIM at each budget and in how many models each wins by
 more than 2 noise sd. A sampler ships as a default only where it wins by more than the noise; an
 interval is swept in the GPU spec only where it does.
@@ -192,6 +194,11 @@ class ModelResult:
     # interval ("everywhere" or "lo-hi") → the best FID∞ over INTERVAL_GUIDANCE at INTERVAL_STEPS
     interval_best: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def noise(self) -> float:
+        """The sd that wins and losses are measured against: the median pair's where recorded."""
+        return self.noise_sd if self.noise_sd_robust is None else self.noise_sd_robust
+
 
 def interval_name(interval: tuple[float, float]) -> str:
     return "everywhere" if interval == EVERYWHERE else f"{interval[0]:g}-{interval[1]:g}"
@@ -263,8 +270,9 @@ def complete(record: Path) -> bool:
 
 
 def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
-    """Per budget and sampler: mean ± sd of the best over models; each challenger − DDIM paired, and in
-    how many models either wins by > 2 noise sd."""
+    """Per budget and solver: mean ± sd of the best over models; each challenger − DDIM paired, and
+    each sampler on EDM's σ spacing − the same sampler on trailing, with the models where either side
+    wins by > 2 noise sd."""
     out: dict[str, Any] = {"models": len(results), "noise_sd": [round(r.noise_sd, 3) for r in results]}
     if all(r.noise_sd_robust is not None for r in results):
         out["noise_sd_robust"] = [round(r.noise_sd_robust or 0.0, 3) for r in results]
@@ -272,14 +280,25 @@ def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
         for k in SOLVERS:
             out[f"{k}@{b}"] = mean_sd([r.best[k][b] for r in results])
         for k in CHALLENGERS:
-            diffs = [r.best[k][b] - r.best["ddim"][b] for r in results]
-            out[f"{k}-ddim@{b}"] = mean_sd(diffs)
-            out[f"{k} wins@{b}"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
-            out[f"ddim beats {k}@{b}"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+            out.update(paired(results, k, "ddim", b))
+        for k in KARRAS:
+            out.update(paired(results, f"{k}+karras", k, b))
     out["ddim unconstrained"] = mean_sd([r.ddim_best for r in results])
     if all(r.interval_best for r in results):
         out["intervals"] = interval_summary(results)
     return out
+
+
+def paired(results: Sequence[ModelResult], challenger: str, baseline: str, budget: str) -> dict[str, Any]:
+    """``challenger`` − ``baseline`` at ``budget`` over models (mean ± sd), and in how many models
+    each wins by more than 2 noise sd."""
+    diffs = [r.best[challenger][budget] - r.best[baseline][budget] for r in results]
+    pairs = list(zip(diffs, results, strict=True))
+    return {
+        f"{challenger}-{baseline}@{budget}": mean_sd(diffs),
+        f"{challenger} wins over {baseline}@{budget}": sum(d < -2 * r.noise for d, r in pairs),
+        f"{baseline} beats {challenger}@{budget}": sum(d > 2 * r.noise for d, r in pairs),
+    }
 
 
 def interval_summary(results: Sequence[ModelResult]) -> dict[str, Any]:
@@ -296,8 +315,8 @@ def interval_summary(results: Sequence[ModelResult]) -> dict[str, Any]:
         if i != EVERYWHERE:
             diffs = [r.interval_best[name] - r.interval_best["everywhere"] for r in results]
             row["minus everywhere"] = mean_sd(diffs)
-            row["wins"] = sum(d < -2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
-            row["losses"] = sum(d > 2 * r.noise_sd for d, r in zip(diffs, results, strict=True))
+            row["wins"] = sum(d < -2 * r.noise for d, r in zip(diffs, results, strict=True))
+            row["losses"] = sum(d > 2 * r.noise for d, r in zip(diffs, results, strict=True))
         out[name] = row
     return out
 
@@ -315,19 +334,40 @@ NAMES.update({f"{k}+karras": f"{NAMES[k]}, EDM σ" for k in KARRAS})
 
 
 def markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
-    """Per dataset and budget: each sampler's best (mean ± sd over models), then per challenger its
-    paired difference to DDIM and the models where it / DDIM wins by more than 2 noise sd."""
-    heads = [NAMES[k] for k in SOLVERS] + [f"{NAMES[k]} − DDIM (wins / losses)" for k in CHALLENGERS]
-    lines = ["| dataset (models) | budget | " + " | ".join(heads) + " |", "| --- " * (2 + len(heads)) + "|"]
+    """Per dataset and budget: each sampler's best on trailing timesteps (mean ± sd over models), then
+    per challenger its paired difference to DDIM and the models where it / DDIM wins by more than 2
+    noise sd; then each sampler on EDM's σ spacing against itself on trailing."""
+    samplers = ("ddim", *(k for k in CHALLENGERS if k in SAMPLERS))
+    heads = [NAMES[k] for k in samplers] + [f"{NAMES[k]} − DDIM (wins / losses)" for k in samplers[1:]]
+    lines = table_head(heads)
     for d, s in by_dataset.items():
         ms = mean_sd_text(s)
         for b in BUDGETS:
-            best = [ms(f"{k}@{b}") for k in SOLVERS]
-            versus = [f"{ms(f'{k}-ddim@{b}')} ({s[f'{k} wins@{b}']} / {s[f'ddim beats {k}@{b}']})" for k in CHALLENGERS]
+            best = [ms(f"{k}@{b}") for k in samplers]
+            versus = [versus_text(s, k, "ddim", b) for k in samplers[1:]]
             lines.append(f"| {d} ({s['models']}) | ≤ {b} NFE | " + " | ".join(best + versus) + " |")
         blank = " |" * (len(heads) - 1)
         lines.append(f"| {d} ({s['models']}) | DDIM's best ≤ 60 NFE | {ms('ddim unconstrained')} |{blank}")
+    spaced = [f"{NAMES[k]}: trailing / EDM σ, EDM σ − trailing (wins / losses)" for k in KARRAS]
+    lines += ["", *table_head(spaced)]
+    for d, s in by_dataset.items():
+        ms = mean_sd_text(s)
+        for b in BUDGETS:
+            cells = [
+                f"{ms(f'{k}@{b}')} / {ms(f'{k}+karras@{b}')}, {versus_text(s, f'{k}+karras', k, b)}" for k in KARRAS
+            ]
+            lines.append(f"| {d} ({s['models']}) | ≤ {b} NFE | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def table_head(heads: Sequence[str]) -> list[str]:
+    return ["| dataset (models) | budget | " + " | ".join(heads) + " |", "| --- " * (2 + len(heads)) + "|"]
+
+
+def versus_text(s: dict[str, Any], challenger: str, baseline: str, budget: int) -> str:
+    diff = s[f"{challenger}-{baseline}@{budget}"]
+    wins, losses = s[f"{challenger} wins over {baseline}@{budget}"], s[f"{baseline} beats {challenger}@{budget}"]
+    return f"{diff['mean']:.3g} ± {diff['sd']:.2g} ({wins} / {losses})"
 
 
 def interval_markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
@@ -380,8 +420,7 @@ def main() -> None:
     if args.measure:
         return
     by_dataset = tables(datasets, models, folder)
-    print(markdown(by_dataset))
-    print(interval_markdown(by_dataset))
+    print(markdown(by_dataset), interval_markdown(by_dataset), sep="\n\n")
     if not args.quick:
         write_result("sampler_frontier", {"datasets": by_dataset, "total_samples": total})
 
