@@ -284,16 +284,22 @@ def summary(results: Sequence[ModelResult]) -> dict[str, Any]:
         for k in KARRAS:
             out.update(paired(results, f"{k}+karras", k, b))
     out["ddim unconstrained"] = mean_sd([r.ddim_best for r in results])
+    for k in SOLVERS[1:]:  # within 20 evaluations against DDIM's best within 60
+        out.update(paired(results, k, "ddim", str(BUDGETS[-1]), unconstrained=True))
     if all(r.interval_best for r in results):
         out["intervals"] = interval_summary(results)
     return out
 
 
-def paired(results: Sequence[ModelResult], challenger: str, baseline: str, budget: str) -> dict[str, Any]:
+def paired(
+    results: Sequence[ModelResult], challenger: str, baseline: str, budget: str, *, unconstrained: bool = False
+) -> dict[str, Any]:
     """``challenger`` − ``baseline`` at ``budget`` over models (mean ± sd), and in how many models
-    each wins by more than 2 noise sd."""
-    diffs = [r.best[challenger][budget] - r.best[baseline][budget] for r in results]
+    each wins by more than 2 noise sd; ``unconstrained``: against DDIM's best over its whole grid."""
+    base = (lambda r: r.ddim_best) if unconstrained else (lambda r: r.best[baseline][budget])
+    diffs = [r.best[challenger][budget] - base(r) for r in results]
     pairs = list(zip(diffs, results, strict=True))
+    baseline = "ddim unconstrained" if unconstrained else baseline
     return {
         f"{challenger}-{baseline}@{budget}": mean_sd(diffs),
         f"{challenger} wins over {baseline}@{budget}": sum(d < -2 * r.noise for d, r in pairs),
@@ -357,6 +363,12 @@ def markdown(by_dataset: dict[str, dict[str, Any]]) -> str:
                 f"{ms(f'{k}@{b}')} / {ms(f'{k}+karras@{b}')}, {versus_text(s, f'{k}+karras', k, b)}" for k in KARRAS
             ]
             lines.append(f"| {d} ({s['models']}) | ≤ {b} NFE | " + " | ".join(cells) + " |")
+    budget = BUDGETS[-1]
+    heads = [f"{NAMES[k]} − DDIM's best (wins / losses)" for k in SOLVERS[1:]]
+    lines += ["", *table_head(heads)]
+    for d, s in by_dataset.items():
+        cells = [versus_text(s, k, "ddim unconstrained", budget) for k in SOLVERS[1:]]
+        lines.append(f"| {d} ({s['models']}) | ≤ {budget} NFE vs ≤ 60 | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
