@@ -168,14 +168,16 @@ def sample_model(
     if path.exists():
         with np.load(path) as blob:
             out.update({k: blob[k] for k in blob.files})
+    labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
+    stored = len(out)  # what the cache file holds now, with the reference; truth's reuse is added below
     if total == TRUTH_TOTAL:
         out.update({k: v for k, v in truth_features(key, cache).items() if k not in out})
-    labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
     for c in combos():
         if c.label not in out:
             out[c.label] = sample_features(scorer, model, c.sampling, labels, start=0, n=total, seed=0).feats
             save_features(out, path)  # each combination kept as it is sampled: a stopped run resumes
-    save_features(out, path)
+    if len(out) > stored:  # reused features not yet written (a file already whole is not rewritten)
+        save_features(out, path)
     print(f"  {key.name}: sampled {len(combos())} combinations in {time.perf_counter() - started:.0f} s", flush=True)
     nfe = {c.label: network_evaluations(c.sampling, model.schedule, conditional=True) for c in combos()}
     return out, nfe

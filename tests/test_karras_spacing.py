@@ -5,6 +5,7 @@ timesteps and solvers, counted as the sweep counts them, and stored as a combina
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,3 +129,21 @@ def test_the_spacing_is_a_swept_setting_stored_only_when_set_and_a_typo_is_one_l
     with pytest.raises(ConfigError) as err:
         build_sweep({"spacing": "edm"})
     assert str(err.value) == "sampling.spacing[0]: unknown value 'edm'; expected one of trailing, karras"
+
+
+def test_hpo_train_refuses_an_unknown_spacing_in_one_line_before_training(tmp_path: Path) -> None:
+    from tests.cli import run_cli
+    from tests.service_helpers import write_spec
+
+    spec, out = write_spec(tmp_path), tmp_path / "run"
+    code, _, err = run_cli(["train", str(spec), "--set", "sampling.spacing=edm", "-o", str(out)])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "unknown value 'edm'; expected one of trailing, karras" in err
+    assert not (out / "summary.json").exists()
+
+
+def test_the_spec_names_the_spacings_the_diffusion_package_has() -> None:
+    from hpo.diffusion.sampler import SPACINGS
+    from hpo.spec.sampling import SPACING_NAMES
+
+    assert SPACINGS == SPACING_NAMES
