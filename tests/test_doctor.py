@@ -203,9 +203,19 @@ def test_noise_levels_that_teach_nothing_are_counted() -> None:
 
 
 def test_ddim_step_counts_are_checked_against_t() -> None:
-    assert schedule_checks.ddim_steps([5, 20], 1000).status == "warn"
-    assert schedule_checks.ddim_steps([100], 100).status == "warn"
-    assert schedule_checks.ddim_steps([20, 50], 1000).status == "pass"
+    assert schedule_checks.sampler_steps([5, 20], 1000).status == "warn"
+    assert schedule_checks.sampler_steps([100], 100).status == "warn"
+    assert schedule_checks.sampler_steps([20, 50], 1000).status == "pass"
+
+
+def test_few_steps_are_judged_by_the_sampler_that_takes_them() -> None:
+    """The quickstart's 5 steps pass for DPM-Solver++ and warn for DDIM; Heun's 3 name how it broke."""
+    assert schedule_checks.sampler_steps([5, 10], 1000, ("dpmpp_2m",)).status == "pass"
+    ddim = schedule_checks.sampler_steps([5, 10], 1000, ("dpmpp_2m", "ddim"))
+    assert ddim.status == "warn" and "below 10 steps DDIM" in ddim.reason and ddim.fix == "score 10–100 steps too"
+    heun = schedule_checks.sampler_steps([3, 10], 1000, ("heun",))
+    assert heun.status == "warn" and "broke" in heun.reason
+    assert heun.reason.startswith("Heun (EDM) steps 3, 10 of T=1000")
 
 
 def test_a_data_starved_budget_is_named_with_the_kimg_the_data_supports(digits8: ImageData) -> None:
@@ -238,7 +248,7 @@ def test_doctor_on_the_persons_setup_prints_the_schedule_checks_with_their_numbe
         "[WARN] schedule: terminal SNR: linear literal betas 0.001→0.02 T=512 (baseline): ᾱ at the last step is "
         "0.00446 (log-SNR -5.41)" in out
     )
-    assert "[PASS] sampling: DDIM steps: DDIM steps 25, 50 of T=512" in out
+    assert "[PASS] sampling: steps: DDIM steps 25, 50 of T=512" in out
     assert "network: receptive field" in out and "data: budget" in out
 
 

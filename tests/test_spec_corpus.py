@@ -135,7 +135,7 @@ CASES.update(
         "sampling range count zero": (setting("sampling", "guidance_scale", {"low": 1, "high": 3, "count": 0}), "sampling.guidance_scale.count"),
         "sampling duplicates": (setting("sampling", "ddim_steps", [10, 10]), "sampling.ddim_steps"),
         "sampling too many combinations": (
-            lambda s: s["sampling"].update(guidance_scale={"low": 1, "high": 9, "count": 64}, eta=[0.0, 0.5]),
+            lambda s: s["sampling"].update(guidance_scale={"low": 1, "high": 9, "count": 64}, ddim_steps=[5, 10, 20, 30, 40]),
             "sampling",
         ),
         "sampling ddim above T": (setting("sampling", "ddim_steps", [10, 200]), "sampling.ddim_steps"),

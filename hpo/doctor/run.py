@@ -73,7 +73,8 @@ def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: 
         checks.append(schedule_checks.refused_corners(refused, len(configs)))
     searched = spec.search.get("ddim_steps")
     steps = candidates(searched) if searched is not None else list(spec.sampling.values("ddim_steps"))
-    checks.append(schedule_checks.ddim_steps([int(s) for s in steps], cfg.timesteps))
+    samplers = tuple(spec.sampling.values("sampler"))
+    checks.append(schedule_checks.sampler_steps([int(s) for s in steps], cfg.timesteps, samplers))
     checks.append(schedule_checks.receptive_field(trainer.model, trainer.info, trainer.device))
     _, max_kimg = param_bounds(spec.search.get("kimg"), cfg.kimg)
     checks.append(
