@@ -222,7 +222,7 @@ def sweep_section(
     shown = grid_label(scores, s.metric_name)
     grid = Chart(
         figures.sweep_figure(scores, s.metric_name),
-        f"{shown} over guidance × DDIM steps, trial #{best.number} (same noise for every combination)",
+        f"{shown} over guidance × sampler steps, trial #{best.number} (same noise for every combination)",
     )
     ema = ema_reading(best.number, scores, s.metric_name, shown)
     return SweepSection(answer, grid, ema, relative_plot(sweeps, shown), frontier_plot(sweeps, frontiers or {}, floor))

@@ -161,7 +161,7 @@ def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "d
             colorbar={"title": metric}, texttemplate="%{z:.3g}", hovertemplate=f"w=%{{x}} {name}=%{{y}}: %{{z:.4g}}",
         )
     )  # fmt: skip
-    title = {"ddim_steps": "DDIM steps", "ema_sigma_rel": "EMA length σ_rel"}[rows]
+    title = {"ddim_steps": "sampler steps", "ema_sigma_rel": "EMA length σ_rel"}[rows]
     fig.update_layout(xaxis_title="guidance scale", yaxis_title=f"{title} ({stage} stage)")
     return fig
 
@@ -197,7 +197,7 @@ def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
             colorbar={"title": "mean rank"}, texttemplate="%{z:.2g}",
         )
     )  # fmt: skip
-    fig.update_layout(xaxis_title="guidance scale", yaxis_title="DDIM steps")
+    fig.update_layout(xaxis_title="guidance scale", yaxis_title="sampler steps")
     return fig
 
 

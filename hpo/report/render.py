@@ -284,7 +284,7 @@ def page_html(m: ReportModel) -> str:
         importances_html(m.importance),
         "<h2>Is it learning?</h2>",
         learning_html(m.learning),
-        "<h2>Sampling: guidance, DDIM steps, EMA length</h2>",
+        "<h2>Sampling: guidance, steps, solver, EMA length</h2>",
         sweep_html(m.sweep),
         search_html(m.search),
         "<h2>Samples</h2>",
