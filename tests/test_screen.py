@@ -142,7 +142,7 @@ def test_a_full_count_at_the_feature_dimension_warns_at_launch_and_in_the_doctor
     check = sample_counts(spec, channels=1)
     assert check.status == "warn" and "128 samples are not more than the 133 dimensions" in check.reason
     shipped = sample_counts(spec_from_dict(DIGITS), channels=1)
-    expected = "screen 64 by FID in 16 principal components, FID on 256 samples in 133 dimensions"
+    expected = "screen 64 by FID in 16 principal components, FID on 512 samples in 133 dimensions"
     assert shipped.status == "pass" and shipped.reason == expected
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(raw))

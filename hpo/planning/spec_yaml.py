@@ -132,7 +132,7 @@ def sampling(plan: Plan) -> list[str]:
         ("sampler", se.sampler, SAMPLER_WHY[se.sampler]),
         ("spacing", se.spacing, SPACING_WHY[se.spacing]),
         ("eta", 0.0, "deterministic"),
-        ("screen_samples", sc.screen_samples, f"all {n} combinations scored on a quarter of num_samples first ..."),
+        ("screen_samples", sc.screen_samples, f"all {n} combinations scored on {sc.screen_samples} samples first ..."),
         ("screen_by", "pca", f"... by FID in {sc.screen_samples // 4} principal components (well-posed at that count)"),
         ("rescore_top", sc.rescore_top, f"... then the best {sc.rescore_top} on score.num_samples, the best of those "
          "the trial's value"),
@@ -150,7 +150,8 @@ def score(plan: Plan) -> list[str]:
         why = "FID on a small CNN trained on these classes (offline); `hpo fetch-weights` then inception for FID"
     return section("score", "how each finished trial is scored", [
         ("features", sc.features, why),
-        ("num_samples", sc.num_samples, f"the first power of two above the {sc.dims} feature dimensions"),
+        ("num_samples", sc.num_samples, "at 512 the values rank models as an unbiased count does (docs/screening.md)"
+         if sc.features == "classifier" else f"the first power of two above the {sc.dims} feature dimensions"),
         ("batch_size", sc.batch_size, "sampling batch"),
         ("grid_size", 64, "images in each trial's sample grid"),
     ])  # fmt: skip
