@@ -20,8 +20,8 @@ from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
 # Screened combinations completed to the full count: on 21 good models (3 datasets, classifier
-# features) the screen's best 1 reported a combination outside truth's own noise on 4 (up to 1.9 sd of
-# a value; 4.7 on one model's earlier samples), its best 3 on none (regret at most 0.7 sd;
+# features) the screen's best 1 reported a combination outside truth's own noise on 4 (up to 1.8 sd of
+# a value; 4.7 on one model's earlier samples), its best 3 on 1 (regret at most 0.5 sd at 256, 0.9 at 512;
 # benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
 SamplerName = Literal["ddim", "dpmpp_2m", "heun"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
