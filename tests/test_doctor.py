@@ -13,10 +13,12 @@ from hpo.diffusion import unet as unet_module
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.diffusion.unet import UNet
 from hpo.doctor import data_checks, model_checks, schedule_checks
-from hpo.doctor.run import run_doctor
+from hpo.doctor.result import Check
+from hpo.doctor.run import run_doctor, steps_check
 from hpo.spec.config import DataConfig, ScoreConfig
 from hpo.spec.loading import load_spec
-from hpo.spec.sampling import SamplingSweep
+from hpo.spec.sampling import SAMPLER_NAMES, SamplingSweep
+from hpo.spec.spec import spec_from_dict
 from hpo.training import trainer as train_module
 from hpo.training.data import ImageData, load_data
 from tests.cli import run_cli
@@ -213,9 +215,26 @@ def test_few_steps_are_judged_by_the_sampler_that_takes_them() -> None:
     assert schedule_checks.sampler_steps([5, 10], 1000, ("dpmpp_2m",)).status == "pass"
     ddim = schedule_checks.sampler_steps([5, 10], 1000, ("dpmpp_2m", "ddim"))
     assert ddim.status == "warn" and "below 10 steps DDIM" in ddim.reason and ddim.fix == "score 10–100 steps too"
+    assert set(schedule_checks.FEWEST_STEPS) == set(schedule_checks.FEW_STEPS_WHY) == set(SAMPLER_NAMES)
     heun = schedule_checks.sampler_steps([3, 10], 1000, ("heun",))
     assert heun.status == "warn" and "broke" in heun.reason
     assert heun.reason.startswith("Heun (EDM) steps 3, 10 of T=1000")
+
+
+def test_a_searched_sampler_is_judged_at_the_steps_the_sweep_scores() -> None:
+    """Searching the solver instead of sweeping it: the doctor judges the searched ones (no DDIM warning
+    for DPM-Solver++ at 5 steps; every searched solver named)."""
+
+    def check(steps: list[int], *solvers: str) -> Check:
+        searched = {
+            "ddim_steps": {"type": "categorical", "choices": steps},
+            "sampler": {"type": "categorical", "choices": list(solvers)},
+        }
+        return steps_check(spec_from_dict({**TINY_SPEC, "search": {**TINY_SPEC["search"], **searched}}), 1000)
+
+    assert check([5, 10], "dpmpp_2m").status == "pass"
+    both = check([3, 10], "dpmpp_2m", "heun")
+    assert both.status == "warn" and both.reason.startswith("DPM-Solver++(2M) or Heun (EDM) steps 3, 10 of T=1000")
 
 
 def test_a_data_starved_budget_is_named_with_the_kimg_the_data_supports(digits8: ImageData) -> None:

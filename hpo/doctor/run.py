@@ -71,16 +71,22 @@ def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: 
         checks += found if i == 0 else [f for f in found if f.status != "pass" and c not in refused]
     if refused:
         checks.append(schedule_checks.refused_corners(refused, len(configs)))
-    searched = spec.search.get("ddim_steps")
-    steps = candidates(searched) if searched is not None else list(spec.sampling.values("ddim_steps"))
-    samplers = tuple(spec.sampling.values("sampler"))
-    checks.append(schedule_checks.sampler_steps([int(s) for s in steps], cfg.timesteps, samplers))
+    checks.append(steps_check(spec, cfg.timesteps))
     checks.append(schedule_checks.receptive_field(trainer.model, trainer.info, trainer.device))
     _, max_kimg = param_bounds(spec.search.get("kimg"), cfg.kimg)
     checks.append(
         schedule_checks.data_budget(data, count_parameters(trainer.model), float(max_kimg), trainer.info.conditional)
     )
     return checks
+
+
+def steps_check(spec: Spec, timesteps: int) -> Check:
+    """The step counts and samplers a study may score, searched or swept, against the run's T."""
+    searched = spec.search.get("ddim_steps")
+    steps = candidates(searched) if searched is not None else list(spec.sampling.values("ddim_steps"))
+    solvers = spec.search.get("sampler")
+    samplers = tuple(candidates(solvers) if solvers is not None else spec.sampling.values("sampler"))
+    return schedule_checks.sampler_steps([int(s) for s in steps], timesteps, samplers)
 
 
 def sample_counts(spec: Spec, channels: int) -> Check:

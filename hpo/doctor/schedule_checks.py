@@ -74,7 +74,7 @@ def wasted_levels(schedule: NoiseSchedule, label: str) -> Check:
 
 # The fewest steps each sampler is trusted at, and why. DDIM: FID 13.4 at 10 steps vs 4.2 at 100 on
 # CIFAR-10 (Song et al. 2021, Table 1). DPM-Solver++(2M) and Heun: 5 is the fewest benchmarks/
-# sampler_frontier.py measured (at 5 on EDM's spacing DPM-Solver++ was best on 3 of 18 good models);
+# sampler_frontier.py measured (at 5 on EDM's spacing DPM-Solver++ was best on 3 of 18 trained models);
 # Heun on EDM's spacing broke at 3 guided steps on all 18 (FID∞ 1 581-3 092, docs/spec.md).
 FEWEST_STEPS = {"ddim": 10, "dpmpp_2m": 5, "heun": 5}
 FEW_STEPS_WHY = {

@@ -248,7 +248,7 @@ def search_plan(net: Network, batches: tuple[int, ...], kind: Kind, conditional:
         schedules=("linear", "cosine", "sigmoid"),
         guidance=((1.0, 1.5, 2.5, 4.0) if gpu else (1.0, 2.0, 3.0)) if conditional else (1.0,),
         # Small CPU networks: DPM-Solver++(2M) on EDM's spacing within 20 evaluations beat DDIM's best of
-        # 10/20/30 steps on 13 of 18 good 16-px models and lost on 1 (benchmarks/sampler_frontier.py); GPU
+        # 10/20/30 steps on 13 of 18 trained 16-px models and lost on 1 (benchmarks/sampler_frontier.py); GPU
         # specs (64 px and up, Inception) keep DDIM, where no benchmark has compared them.
         ddim_steps=(25, 50, 100) if gpu else (5, 10),
         sampler="ddim" if gpu else "dpmpp_2m",

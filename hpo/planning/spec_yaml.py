@@ -150,7 +150,8 @@ def score(plan: Plan) -> list[str]:
         why = "FID on a small CNN trained on these classes (offline); `hpo fetch-weights` then inception for FID"
     return section("score", "how each finished trial is scored", [
         ("features", sc.features, why),
-        ("num_samples", sc.num_samples, "at 512 the values rank models as an unbiased count does (docs/screening.md)"
+        ("num_samples", sc.num_samples, f"at {sc.num_samples} the values rank models as an unbiased count does "
+         "(docs/screening.md)"
          if sc.features == "classifier" else f"the first power of two above the {sc.dims} feature dimensions"),
         ("batch_size", sc.batch_size, "sampling batch"),
         ("grid_size", 64, "images in each trial's sample grid"),
@@ -192,7 +193,7 @@ def search(plan: Plan) -> list[str]:
     ]
     baseline = {"lr": 4.0e-4, "batch_size": se.batch_sizes[0], "timesteps": 1000, "schedule": "linear"}
     return [
-        f"{'search:':<{COMMENT_AT}} # the training half of the six (guidance and DDIM steps: sampling)",
+        f"{'search:':<{COMMENT_AT}} # the training half of the six (guidance and steps: sampling)",
         *(line("  ", k, v, c, SEARCH_COMMENT_AT) for k, v, c in rows),
         "",
         f"{'baselines:':<{COMMENT_AT}} # enqueued first: what a person would try by hand",
