@@ -14,7 +14,7 @@ from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim, screen_words
 from hpo.spec.params import candidates, param_bounds
-from hpo.spec.spec import Spec, sample_count_problems
+from hpo.spec.spec import Spec, sample_count_problems, sampling_values
 from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
 from hpo.training.refusal import schedule_label, schedule_refusal
@@ -82,11 +82,8 @@ def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: 
 
 def steps_check(spec: Spec, timesteps: int) -> Check:
     """The step counts and samplers a study may score, searched or swept, against the run's T."""
-    searched = spec.search.get("ddim_steps")
-    steps = candidates(searched) if searched is not None else list(spec.sampling.values("ddim_steps"))
-    solvers = spec.search.get("sampler")
-    samplers = tuple(candidates(solvers) if solvers is not None else spec.sampling.values("sampler"))
-    return schedule_checks.sampler_steps([int(s) for s in steps], timesteps, samplers)
+    steps = [int(s) for s in sampling_values(spec, "ddim_steps")]
+    return schedule_checks.sampler_steps(steps, timesteps, tuple(sampling_values(spec, "sampler")))
 
 
 def sample_counts(spec: Spec, channels: int) -> Check:

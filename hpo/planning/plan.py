@@ -20,7 +20,7 @@ from hpo.errors import HpoError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim
 from hpo.spec.rules import MAX_EXTRAPOLATION
-from hpo.spec.sampling import RESCORE_TOP
+from hpo.spec.sampling import RESCORE_TOP, SamplerName, Spacing
 from hpo.training.data import held_out_count
 from hpo.training.model import count_parameters, info_for, network_for
 
@@ -97,8 +97,8 @@ class SearchPlan:
     schedules: tuple[str, ...]
     guidance: tuple[float, ...]
     ddim_steps: tuple[int, ...]
-    sampler: str  # the solver taking ddim_steps steps (hpo.spec.sampling.SAMPLER_NAMES)
-    spacing: str  # its timesteps (hpo.spec.sampling.SPACING_NAMES)
+    sampler: SamplerName  # the solver taking ddim_steps steps
+    spacing: Spacing  # its timesteps
 
 
 @dataclass(frozen=True)
