@@ -263,6 +263,42 @@ def _stop_during_startup(signum: int, frame: FrameType | None) -> None:
     raise StoppedDuringStartup
 
 
+@command("run")
+def run_cmd(
+    images: Annotated[Path, typer.Argument(help="a folder of images; subfolders are classes", show_default=False)],
+    budget: Annotated[
+        str, typer.Option("--budget", help="wall-clock time to spend, e.g. 8h, 90m, 1h30m", show_default=False)
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--output", "-o", help="the run's folder (default runs/FOLDER): re-run to continue")
+    ] = None,
+    image_size: Annotated[
+        int | None, typer.Option(help="train at this size (default: the largest of 32/64/128/256 the images have)")
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="database URL (default: SQLite in the run's folder)")
+    ] = None,
+    workers: LocalWorkersOpt = None,
+    threads: WorkerThreadsOpt = None,
+    gpus: LocalGpusOpt = "all",
+    plan_only: Annotated[
+        bool, typer.Option("--plan-only", help="print the plan and the ledger it starts with; run nothing")
+    ] = False,
+) -> None:
+    """From a folder of images to a trained, exported model within a time budget.
+
+    Plan (hpo init's, timed here), preflight (hpo doctor --fast), search (the study), decide (the best
+    configurations on fresh seeds, when the budget affords it), the final run (the winner trained with what is
+    left), its sampling sweep, and the export, with a ledger of planned and spent time per phase. Ctrl-C stops
+    it; the same command continues it."""
+    from hpo.commands.run import RunOptions, run_budgeted
+    from hpo.training.runtime import set_threads
+
+    logs()
+    set_threads(threads)
+    run_budgeted(RunOptions(images, budget, out, image_size, storage, workers, threads, gpus, plan_only))
+
+
 @command("worker")
 def worker_cmd(
     study: Annotated[str | None, typer.Option(help="serve this study only (default: every unfinished one)")] = None,

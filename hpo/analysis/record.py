@@ -57,6 +57,7 @@ DATA_ATTR = "data"  # the data's image counts, classes and size (ImageData.summa
 FLOOR_ATTR = "floor"  # real held-out images scored like samples (score, copy share): measured once per study
 REAL_GRID_ATTR = "real_grid"  # artifact: real validation images beside the samples
 REPORTED_ATTR = "hpo_report_written"
+RUN_ATTR = "hpo_run"  # `hpo run`'s ledger (hpo.run.ledger.Ledger.to_dict) on its search study
 # A companion's source study, and the source's pointer to its confirmation. The stored keys keep their
 # first names ("confirm_of" for the source trial above, "hpo_confirm_of" here) so that studies already in
 # a database still read; the Python names say which is which.
@@ -327,6 +328,11 @@ class StudyRecord(_Stored):
     @property
     def real_grid(self) -> str | None:
         return self.text(REAL_GRID_ATTR)
+
+    @property
+    def run(self) -> dict[str, Any] | None:
+        """The ledger of the budgeted run (``hpo run``) whose search this study is; None for other studies."""
+        return self.mapping(RUN_ATTR)
 
     @property
     def noise_sd(self) -> float | None:

@@ -135,28 +135,30 @@ def run_export(
     source: str, out: Path, *, storage: str | None, artifacts: Path, max_nfe: int | None = None
 ) -> tuple[list[Path], str | None]:
     """Write the three files into ``out`` (absent or empty, checked before the trial is read); their paths."""
-    from safetensors.torch import save_file  # torch
-
     from hpo.training.checkpoint import load_checkpoint
 
     output_folder(out, holds=f"the export ({WEIGHTS}, {SPEC}, {SAMPLING})", empty=True)
     winner, weights = trial_winner(source, storage, artifacts, what=f"hpo export {source!r}", max_nfe=max_nfe)
-    state = {k: v.contiguous() for k, v in load_checkpoint(weights).items()}
+    who = winner.provenance
+    written_by = (
+        f"`hpo export {who['study']}:{who['trial']}`: the trial's parameters fixed, its best sampling combination "
+        f"({winner.sampling.words}" + (f"; {who['budget']}" if "budget" in who else "") + ")"
+    )
+    return write_export(out, winner, load_checkpoint(weights), written_by=written_by), who.get("budget")
+
+
+def write_export(out: Path, winner: Winner, state: Mapping[str, torch.Tensor], *, written_by: str) -> list[Path]:
+    """The three files of an export in ``out`` (created): the weights as safetensors, the spec with a
+    header saying who wrote it (``written_by``) and how to retrain it, the sampling settings."""
+    from safetensors.torch import save_file  # torch
+
     make_folder(out)
     with writing(out / WEIGHTS) as tmp:
-        save_file(state, str(tmp))
-    who = winner.provenance
-    head = (
-        f"# Written by `hpo export {who['study']}:{who['trial']}`: the trial's parameters fixed, its best sampling "
-        f"combination ({winner.sampling.words}"
-        + (f"; {who['budget']}" if "budget" in who else "")
-        + f").\n# `hpo train {out / SPEC}` retrains it.\n"
-    )
-    spec_text = head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False)
-    write_output(out / SPEC, spec_text)
-    settings = json.dumps(exported_settings(winner), indent=2) + "\n"
-    write_output(out / SAMPLING, settings)
-    return [out / WEIGHTS, out / SPEC, out / SAMPLING], who.get("budget")
+        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp))
+    head = f"# Written by {written_by}.\n# `hpo train {out / SPEC}` retrains it.\n"
+    write_output(out / SPEC, head + yaml.safe_dump(winner.spec.to_dict(), sort_keys=False))
+    write_output(out / SAMPLING, json.dumps(exported_settings(winner), indent=2) + "\n")
+    return [out / WEIGHTS, out / SPEC, out / SAMPLING]
 
 
 def exported_settings(winner: Winner) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from hpo.commands.status import best_text, progress_line, terminal_width, trials
 from hpo.commands.worker import local_gpus, parse_gpus, worker_argv, worker_env
 from hpo.errors import HpoError, writable_folder
 from hpo.report.render import report_path, write_report
+from hpo.run.budget import duration
 from hpo.scoring.score import preflight
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, existing_study, load, progress, require_spec, sampler_warning
@@ -107,13 +108,17 @@ def preflight_doctor(spec: Spec) -> None:
     print(f"hpo doctor --fast: {len(checks) - len(failed)} of {len(checks)} checks passed")
 
 
-def format_seconds(s: float) -> str:
-    s = int(s)
-    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
-def follow(study: optuna.Study, limits: StudySettings, metric: str, workers: list[LocalWorker]) -> None:
-    """Print progress until the study is done or every local worker has exited."""
+def follow(
+    study: optuna.Study,
+    limits: StudySettings,
+    metric: str,
+    workers: list[LocalWorker],
+    *,
+    until: float | None = None,
+    prefix: str = "",
+) -> None:
+    """Print progress until the study is done, every local worker has exited, or ``time.monotonic()``
+    passes ``until``; each line starts with ``prefix`` (``hpo run``'s phase)."""
     n_trials = limits.n_trials
     started, last, last_state, last_print = time.monotonic(), "", "", 0.0
     tty = sys.stdout.isatty()
@@ -121,12 +126,12 @@ def follow(study: optuna.Study, limits: StudySettings, metric: str, workers: lis
         p = progress(study, n_trials, max_retries=limits.max_retries)
         elapsed = time.monotonic() - started
         eta = (
-            f" | ~{format_seconds(elapsed / p.finished * (n_trials - p.finished))} left"
+            f" | ~{duration(elapsed / p.finished * (n_trials - p.finished))} left"
             if 0 < p.finished < n_trials
             else ""
         )
-        state = progress_line(p, metric, best_text(study, p))
-        line = f"{state} | {format_seconds(elapsed)} elapsed{eta}"
+        state = prefix + progress_line(p, metric, best_text(study, p))
+        line = f"{state} | {duration(elapsed)} elapsed{eta}"
         if tty:  # one live line, rewritten every second
             print("\r" + line.ljust(len(last)), end="", flush=True)
             last = line
@@ -134,6 +139,8 @@ def follow(study: optuna.Study, limits: StudySettings, metric: str, workers: lis
             print(line, flush=True)
             last_state, last_print = state, elapsed
         if p.done or (workers and all(w.proc.poll() is not None for w in workers) and p.running == 0):
+            break
+        if until is not None and time.monotonic() >= until:
             break
         time.sleep(1.0)
     if tty:

@@ -177,6 +177,7 @@ def _train_and_score(
     print(f"stop verdict: {verdict.text}")
     _print_run_notes(scored.result, data, cfg)
     grid = _save_samples(scored, spec.score.grid_size, data.class_names, out)
+    _save_weights(scored, out / BEST_WEIGHTS)
     runs.on_result(scored.tracker_metrics(probe.floor.score), {}, scored.result.steps)
     runs.close()
     stop = {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg}
@@ -244,6 +245,18 @@ def _print_run_notes(result: TrainResult, data: ImageData, cfg: TrainConfig) -> 
         f"the doctor's rule of thumb expects copying after about {supported_kimg(images):g} kimg "
         f"({images} training images × {EPOCHS_BEFORE_MEMORISING} epochs); this run trained {cfg.kimg:g} kimg"
     )
+
+
+BEST_WEIGHTS = "ema.pt"  # the best combination's EMA weights (its EMA length rebuilt when it names one)
+
+
+def _save_weights(scored: Scored, path: Path) -> Path:
+    """The weights the best combination samples from, as a trial's EMA artifact is: the network's state_dict."""
+    import torch
+
+    with writing(path) as tmp:
+        torch.save(scored.model(scored.best.sampling).net.state_dict(), tmp)
+    return path
 
 
 def _save_samples(scored: Scored, n: int, class_names: tuple[str, ...], out: Path) -> Path:

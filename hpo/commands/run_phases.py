@@ -1,0 +1,409 @@
+"""The phases of ``hpo run``, each an existing part: the planner of ``hpo init`` (timed here, sized to
+the budget by :mod:`hpo.run.split`), the preflight doctor of ``hpo launch``, the study and its local
+workers, the confirmation companion of ``hpo confirm``, ``hpo train --from STUDY:TRIAL`` at the budget
+that is left (its sweep is the final sweep), and ``hpo export``'s files. Each reads what the phases
+before it left in the ledger and the run's folder, so a phase can be run again after a stop."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from hpo.analysis.ranking import best_first
+from hpo.analysis.record import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
+from hpo.commands.outputs import write_output
+from hpo.errors import HpoError
+from hpo.run.budget import duration
+from hpo.run.ledger import Ledger
+from hpo.run.split import (
+    SWEEP_MARGIN,
+    Costs,
+    SearchPlan,
+    Split,
+    decide_runs,
+    final_kimg,
+    final_num_evals,
+    plan_search,
+)
+from hpo.service.trials import own_trials
+
+if TYPE_CHECKING:
+    from hpo.commands.launch import LocalWorker
+    from hpo.commands.run import Run, RunOptions
+    from hpo.planning.plan import Plan
+    from hpo.spec.spec import Spec
+
+SPEC_FILE = "spec.yaml"
+FINAL, MODEL = "final", "model"
+PREFLIGHT_SECONDS = 60.0  # planned for `hpo doctor --fast` (measured ~20-40 s on 2 CPU cores at 16-32 px)
+SPLIT = Split()  # 35 / 10 / 55 of search / decide / final: the issue's middle split, not yet benchmarked
+
+
+def new_ledger(opts: RunOptions, budget_s: float) -> Ledger:
+    return Ledger(folder=str(opts.images.resolve()), budget_s=budget_s, study="", image_size=opts.image_size)
+
+
+# --- plan ---------------------------------------------------------------------------------------------
+
+
+def first_plan(opts: RunOptions) -> Plan:
+    """``hpo init``'s plan for the folder on this machine (its survey, network, batch sizes, scoring)."""
+    from hpo.commands.init import default_name, this_machine, weights_here
+    from hpo.doctor.survey import survey_folder
+    from hpo.planning.plan import choose_image_size, plan_spec
+    from hpo.spec.rules import check_study_name
+
+    survey = survey_folder(opts.images)
+    name = default_name(opts.images, choose_image_size(survey, opts.image_size))
+    check_study_name(name, key="the folder's name")
+    return plan_spec(survey, this_machine(None), name=name, image_size=opts.image_size, weights_present=weights_here())
+
+
+def measure(spec: Spec, plan: Plan) -> Costs:
+    """A trial of ``spec`` timed here as ``hpo init`` times it: two training steps at the smallest batch
+    size, two sampling passes at the score's batch, on random images of the folder's shape."""
+    from hpo.doctor.model_checks import stand_in_data, trial_cost, trial_seconds
+    from hpo.doctor.run import base_config, batch_size_configs
+    from hpo.training.runtime import resolve_device
+
+    cfg = base_config(spec)
+    device = resolve_device(cfg.device)
+    configs = batch_size_configs(spec, cfg.replace(device=str(device)))
+    smallest, largest = configs[0], max(c.batch_size for c in configs)
+    data = stand_in_data(smallest.batch_size, plan.image_size, max(plan.survey.num_classes, 1))
+    cost = trial_cost(
+        spec.sampling, spec.score, smallest, data, device, train_seconds=trial_seconds(smallest, data, device)
+    )
+    min_kimg = smallest.num_evals * largest / 1000
+    return Costs(smallest.kimg, cost.train_seconds, cost.sweep_seconds, smallest.num_evals, min_kimg)
+
+
+def sized_plan(plan: Plan, search: SearchPlan) -> Plan:
+    """``plan`` with the trial budget and count the budget buys, and the final run's forecast as target."""
+    per_second = search.trial.kimg / search.trial.train_s
+    target = round(max(search.trial.kimg, search.shares.final_s * per_second), 1)
+    budget = dataclasses.replace(plan.budget, kimg=search.trial.kimg, target_kimg=target)
+    return dataclasses.replace(plan, n_trials=search.n_trials, budget=budget)
+
+
+def make_plan(opts: RunOptions, budget_s: float, spent_s: float) -> tuple[Plan, SearchPlan, Costs, str]:
+    """Plan, time a trial of the planned spec, size the search to the budget; the sized spec's text
+    (loaded and validated, written nowhere). Refused in one line when the budget is below the minimum."""
+    from hpo.planning.spec_yaml import plan_yaml
+    from hpo.spec.loading import load_spec
+
+    plan = first_plan(opts)
+    data_path = str(opts.images.resolve())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_output(Path(tmp) / SPEC_FILE, plan_yaml(plan, data_path))
+        costs = measure(load_spec(path), plan)
+        overhead = spent_s + PREFLIGHT_SECONDS
+        search = plan_search(costs, SPLIT, left_s=budget_s - overhead, budget_s=budget_s, overhead_s=overhead)
+        plan = sized_plan(plan, search)
+        text = plan_yaml(plan, data_path)
+        load_spec(write_output(path, text))  # what will be written loads and validates
+    return plan, search, costs, text
+
+
+def plan_lines(plan: Plan, search: SearchPlan, costs: Costs, ledger: Ledger) -> list[str]:
+    trial = search.trial
+    return [
+        f"[plan] {plan.survey.words()}",
+        f"  {plan.image_size} px, {plan.network.parameters / 1e6:.1f}M parameters, batch sizes "
+        f"{', '.join(map(str, plan.search.batch_sizes))}, {plan.scoring.features} FID on {plan.scoring.num_samples} "
+        "samples",
+        f"  a trial: {trial.kimg:g} kimg ({costs.kimg:g} planned by hpo init), timed here at "
+        f"{duration(trial.complete_s)} complete ({duration(trial.train_s)} training, {duration(trial.sweep_s)} "
+        f"sampling sweep); {search.n_trials} trials at most",
+        f"  the final run: ~{plan.budget.target_kimg:g} kimg in {duration(search.shares.final_s)}, re-planned from "
+        "the winner's measured speed",
+        *ledger.lines(),
+    ]
+
+
+def plan_run(opts: RunOptions, budget_s: float) -> tuple[Ledger, str, list[str]]:
+    """The plan phase of a new run, in memory (a refusal leaves nothing behind): the ledger with every
+    phase planned, the spec's text, and the lines that say what was planned."""
+    ledger = new_ledger(opts, budget_s)
+    ledger.start("plan")
+    plan, search, costs, text = make_plan(opts, budget_s, 0.0)
+    ledger.tick()
+    plan_planned(ledger, ledger.phase("plan").spent_s, search)
+    ledger.study = plan.name
+    ledger.decisions.trial_kimg, ledger.decisions.n_trials = search.trial.kimg, search.n_trials
+    ledger.finish("plan", note=f"{search.n_trials} trials of {search.trial.kimg:g} kimg")
+    return ledger, text, plan_lines(plan, search, costs, ledger)
+
+
+def plan_only(opts: RunOptions, budget_s: float, out: Path) -> list[str]:
+    """What ``--plan-only`` prints: the plan and the ledger it would start with; nothing is written."""
+    _, _, lines = plan_run(opts, budget_s)
+    return [*lines, f"run it: hpo run {opts.images} --budget {duration(budget_s)} -o {out}"]
+
+
+def plan_planned(ledger: Ledger, plan_s: float, search: SearchPlan) -> None:
+    planned = {
+        "plan": plan_s, "preflight": PREFLIGHT_SECONDS, "search": search.shares.search_s,
+        "decide": search.shares.decide_s, "final": search.shares.final_s, "sweep": search.shares.sweep_s,
+        "export": search.shares.export_s,
+    }  # fmt: skip
+    for name, seconds in planned.items():
+        ledger.phase(name).planned_s = round(seconds, 1)
+
+
+# --- preflight ----------------------------------------------------------------------------------------
+
+
+def run_spec(run: Run) -> Spec:
+    from hpo.spec.loading import load_spec
+
+    return load_spec(run.out / SPEC_FILE)
+
+
+def preflight(run: Run) -> None:
+    from hpo.commands.launch import preflight_doctor
+
+    run.ledger.start("preflight")
+    print(f"[preflight] hpo doctor --fast on {run.out / SPEC_FILE}")
+    preflight_doctor(run_spec(run))
+    run.ledger.finish("preflight", note="hpo doctor --fast passed")
+
+
+# --- search and decide: studies served by local workers ----------------------------------------------
+
+
+def search_study(run: Run) -> tuple[optuna.Study, Any]:
+    from hpo.service.storage import open_storage
+    from hpo.service.study import create_or_resume
+
+    store = open_storage(run.url)
+    study, _ = create_or_resume(run_spec(run), store, name=run.ledger.study)
+    return study, store
+
+
+def publish(run: Run, study: optuna.Study) -> None:
+    """The ledger on the search study, for ``hpo status``."""
+    with run.lock:
+        study.set_user_attr(RUN_ATTR, run.ledger.to_dict())
+
+
+def serve(run: Run, study: optuna.Study, phase: str) -> None:
+    """Local workers on ``study`` until it is done or ``phase``'s time is up (what the budget leaves
+    after the phases planned later); workers still running then are stopped (their trials queued)."""
+    from hpo.commands.launch import LocalWorkers, follow, start_workers
+    from hpo.service.study import require_spec
+
+    opts, spec = run.opts, require_spec(study)
+    plan = LocalWorkers(opts.workers, threads=opts.threads, gpus=opts.gpus).plan(run.url)
+    seconds = max(0.0, run.ledger.left() - run.ledger.planned_after(phase))
+    run.ledger.phase(phase).planned_s = round(run.ledger.phase(phase).spent_now() + seconds, 1)
+    print(f"[{phase}] {len(plan)} local worker(s) on study {study.study_name!r} for at most {duration(seconds)}")
+    procs = start_workers(run.url, study.study_name, plan, threads=opts.threads, artifacts=run.artifacts, detach=False)
+    try:
+        follow(study, spec.study, spec.score.metric_name, procs, until=time.monotonic() + seconds,
+               prefix=f"[{phase}] ")  # fmt: skip
+    finally:
+        stop(procs)
+
+
+def stop(procs: list[LocalWorker]) -> None:
+    for w in procs:
+        if w.proc.poll() is None:
+            w.proc.terminate()  # SIGTERM: a running trial is queued for retry
+    for w in procs:
+        w.proc.wait()
+
+
+def search(run: Run) -> None:
+    from hpo.service.study import progress
+
+    study, _ = search_study(run)
+    run.ledger.start("search")
+    publish(run, study)
+    serve(run, study, "search")
+    p = progress(study, run.ledger.decisions.n_trials or 0)
+    if p.complete == 0:
+        raise HpoError(
+            f"the search completed no trial in {duration(run.ledger.phase('search').spent_now())} (`hpo status "
+            f"{study.study_name} --storage {run.url}` says why); a larger --budget gives it more time"
+        )
+    best = f"; best {p.best:.4g}" if p.best is not None else ""
+    run.ledger.finish("search", note=f"{p.complete} complete, {p.pruned} pruned, {p.failed} failed{best}")
+    publish(run, study)
+
+
+def complete_seconds(trials: list[optuna.trial.FrozenTrial]) -> float:
+    """A complete trial's measured cost on this machine: training and sweep, the median over ``trials``."""
+    return statistics.median(
+        TrialRecord.of(t).number("train_seconds") + TrialRecord.of(t).number("score_seconds") for t in trials
+    )
+
+
+def decide(run: Run) -> None:
+    """Retrain the best configurations on fresh seeds (``hpo confirm``) when the budget affords it; the
+    winner is the best mean over fresh seeds, else the search's best."""
+    from hpo.companions.base import Request
+    from hpo.companions.confirm import CONFIRM
+    from hpo.service.study import require_spec
+
+    study, store = search_study(run)
+    ledger, decisions = run.ledger, run.ledger.decisions
+    ledger.start("decide")
+    ranked = best_first(own_trials(study))
+    if decisions.confirm_top is None:
+        seconds = ledger.left() - ledger.planned_after("decide")
+        decisions.confirm_top, decisions.confirm_seeds = decide_runs(seconds, complete_seconds(ranked), len(ranked))
+        run.save()
+    if not decisions.confirm_top:
+        decisions.winner = ranked[0].number
+        decisions.winner_why = f"the search's best (#{ranked[0].number}, {ranked[0].value:.4g})"
+        ledger.finish("decide", state="skipped", note="no room for 2 configurations and their baseline on fresh seeds")
+        print(f"[decide] skipped: {ledger.phase('decide').note}; the final run trains {decisions.winner_why}")
+        return
+    request = Request(top=decisions.confirm_top, seeds=decisions.confirm_seeds or 1)
+    companion = CONFIRM.create(study, store, request)
+    serve(run, companion, "decide")
+    reading = CONFIRM.read(study, companion, require_spec(study).score.metric_name)
+    scored = [c for c in reading.verdict.configs if c.values]
+    if not scored:
+        decisions.winner, decisions.winner_why = ranked[0].number, "the search's best (no fresh seed finished)"
+    else:
+        best = min(scored, key=lambda c: c.mean)
+        decisions.winner = best.trial
+        decisions.winner_why = (
+            f"#{best.trial}: {best.mean:.4g} over {len(best.values)} fresh seed(s), the best of {len(scored)} "
+            f"retrained; {reading.verdict.text}"
+        )
+    ledger.finish("decide", note=decisions.winner_why)
+    publish(run, study)
+
+
+# --- the final run and its sweep -----------------------------------------------------------------------
+
+
+def final_plan(run: Run, study: optuna.Study) -> None:
+    """The final run's budget, fixed once (a resumed run must train the same configuration): what the
+    budget leaves after the final sweep and the export, at the winner's measured speed."""
+    ledger, decisions = run.ledger, run.ledger.decisions
+    trial = study.trials[decisions.winner or 0]
+    record = TrialRecord.of(trial)
+    kimg = record.budget_kimg or run_spec(run).train.kimg
+    ledger.phase("sweep").planned_s = round(SWEEP_MARGIN * record.number("score_seconds"), 1)
+    seconds = ledger.left() - ledger.planned_after("final")
+    ledger.phase("final").planned_s = round(seconds, 1)
+    decisions.final_kimg = final_kimg(
+        seconds=seconds, kimg_per_second=kimg / record.number("train_seconds"), trial_kimg=kimg
+    )
+    decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s)
+    run.save()
+
+
+def summary_of(run: Run) -> TrialRecord:
+    return TrialRecord(json.loads((run.out / FINAL / "summary.json").read_text(encoding="utf-8")))
+
+
+def final(run: Run) -> None:
+    """``hpo train --from STUDY:WINNER`` at the final budget into the run's ``final/`` (resumed from its
+    checkpoint after a stop), which sweeps every sampling combination on the final weights."""
+    from hpo.commands.train import run_train
+
+    study, _ = search_study(run)
+    ledger, decisions = run.ledger, run.ledger.decisions
+    ledger.start("final")
+    if decisions.final_kimg is None:
+        final_plan(run, study)
+    print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
+          f"checkpoints, for ~{duration(ledger.phase('final').planned_s)}")  # fmt: skip
+    overrides = [f"train.kimg={decisions.final_kimg}", f"train.num_evals={decisions.final_num_evals}"]
+    run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url)
+    summary = summary_of(run)
+    ledger.tick()
+    sweep_s = min(summary.number("score_seconds"), ledger.phase("final").spent_s)
+    ledger.phase("final").spent_s -= sweep_s
+    ledger.phase("sweep").spent_s += sweep_s
+    decisions.value, decisions.metric = summary.number(VALUE_ATTR), require_metric(study)
+    decisions.floor = float((summary.attrs.get(FLOOR_ATTR) or {}).get("score", float("nan")))
+    decisions.stop = str((summary.attrs.get(STOP_ATTR) or {}).get("text", ""))
+    stop_kind = str((summary.attrs.get(STOP_ATTR) or {}).get("kind", ""))
+    ledger.finish("final", note=f"#{decisions.winner} at {decisions.final_kimg:g} kimg; stop verdict: {stop_kind}")
+    words = summary.sampling.words if summary.sampling else "?"
+    combos = summary.attrs.get("combinations")
+    ledger.finish("sweep", note=f"{combos} combinations: {decisions.metric} {decisions.value:.4g} at {words}")
+    publish(run, study)
+
+
+def require_metric(study: optuna.Study) -> str:
+    from hpo.service.study import require_spec
+
+    return require_spec(study).score.metric_name
+
+
+def sweep(run: Run) -> None:
+    """The final sweep runs inside the final run's call; alone it is only reached after a stop between
+    the two ledger writes, and the final run's summary already holds it."""
+    run.ledger.finish("sweep")
+
+
+# --- export -------------------------------------------------------------------------------------------
+
+
+def export(run: Run) -> None:
+    """``hpo export``'s three files from the final run, its sample grid, the ledger beside them, and the
+    search study's report."""
+    from hpo.commands.export import Winner, fixed_spec, network_info, write_export
+    from hpo.commands.train import BEST_WEIGHTS
+    from hpo.report.render import write_report
+    from hpo.service.study import require_spec
+    from hpo.spec.spec import spec_from_dict
+    from hpo.training.checkpoint import load_checkpoint
+
+    study, store = search_study(run)
+    ledger, decisions = run.ledger, run.ledger.decisions
+    ledger.start("export")
+    summary, trial = summary_of(run), study.trials[decisions.winner or 0]
+    sampling = summary.sampling
+    if sampling is None:
+        raise HpoError(f"{run.out / FINAL / 'summary.json'} names no best sampling; remove {run.out / FINAL} and "
+                       "re-run to train the final model again")  # fmt: skip
+    params = {**trial.params, "kimg": decisions.final_kimg, "num_evals": decisions.final_num_evals}
+    spec = spec_from_dict(fixed_spec(require_spec(study), params, sampling), file=f"study {study.study_name}")
+    provenance = {"study": study.study_name, "trial": trial.number, VALUE_ATTR: decisions.value,
+                  "metric_name": decisions.metric, "run": str(run.out)}  # fmt: skip
+    winner = Winner(spec, sampling, network_info(study, spec), provenance)
+    model = run.out / MODEL
+    write_export(model, winner, load_checkpoint(run.out / FINAL / BEST_WEIGHTS),
+                 written_by=f"`hpo run {run.opts.images}`: trial #{trial.number} trained at {decisions.final_kimg:g} "
+                            f"kimg, its best sampling combination ({sampling.words})")  # fmt: skip
+    shutil.copyfile(run.out / FINAL / "samples.png", model / "samples.png")
+    report = write_report(study, store, run.out / "report.html", artifact_dir=run.artifacts)
+    decisions.model = str(model)
+    ledger.finish("export", note=f"{model}, report {report}")
+    write_output(model / "ledger.json", json.dumps(ledger.to_dict(), indent=2) + "\n")
+    publish(run, study)
+
+
+def closing_lines(run: Run) -> list[str]:
+    d = run.ledger.decisions
+    return [
+        f"model: {d.model} ({d.metric} {d.value:.4g}; real held-out images {d.floor:.4g}, the floor)",
+        f"winner: {d.winner_why}",
+        f"stop verdict: {d.stop}",
+        "ledger:",
+        *run.ledger.lines(),
+        f"sample it with `hpo sample {d.model}`",
+    ]
+
+
+PHASE_FUNCTIONS: dict[str, Callable[[Run], None]] = {
+    "preflight": preflight, "search": search, "decide": decide, "final": final, "sweep": sweep,
+    "export": export,
+}  # fmt: skip

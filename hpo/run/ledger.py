@@ -1,0 +1,152 @@
+"""The budgeted run's ledger: the budget, each phase's planned and spent seconds and state, and what
+the phases decided (trial budget, winner, final budget, the model's folder and score). It is the run's
+state: written whole after every change to ``RUN_FILE`` in the run's folder (beside the model) and to
+the search study's ``RUN_ATTR`` at each phase boundary, so ``hpo status`` shows it and a re-run
+continues from the first phase that is not done. Plain data, torch-free."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hpo.errors import HpoError
+from hpo.files import atomic_write
+from hpo.run.budget import duration
+
+RUN_FILE = "run.json"
+PHASES = ("plan", "preflight", "search", "decide", "final", "sweep", "export")
+PhaseState = Literal["pending", "running", "done", "skipped"]
+
+
+@dataclass
+class Phase:
+    name: str
+    planned_s: float = 0.0
+    spent_s: float = 0.0
+    state: PhaseState = "pending"
+    note: str = ""  # what it did, or why it was skipped
+    running_since: float | None = None  # epoch seconds the current stretch began (None: not running now)
+
+    def spent_now(self, now: float | None = None) -> float:
+        """Spent, with the stretch now running counted up to ``now``."""
+        if self.running_since is None:
+            return self.spent_s
+        return self.spent_s + max(0.0, (now or time.time()) - self.running_since)
+
+
+@dataclass
+class Decisions:
+    """What the phases decided, as they decide it."""
+
+    trial_kimg: float | None = None
+    n_trials: int | None = None
+    confirm_top: int | None = None  # configurations the decide phase retrains (0: skipped)
+    confirm_seeds: int | None = None
+    winner: int | None = None  # the search study's trial the final run trains
+    winner_why: str = ""
+    final_kimg: float | None = None
+    final_num_evals: int | None = None
+    value: float | None = None  # the final model's score at its best sampling
+    floor: float | None = None  # real held-out images on the same score
+    metric: str = ""
+    stop: str = ""  # the final run's stop verdict
+    model: str = ""  # the exported model's folder
+
+
+@dataclass
+class Ledger:
+    folder: str  # the images, resolved
+    budget_s: float
+    study: str
+    image_size: int | None
+    phases: list[Phase] = field(default_factory=lambda: [Phase(name) for name in PHASES])
+    decisions: Decisions = field(default_factory=Decisions)
+
+    def phase(self, name: str) -> Phase:
+        found = [p for p in self.phases if p.name == name]
+        if not found:
+            raise KeyError(f"unknown phase {name!r}; expected one of {', '.join(PHASES)}")
+        return found[0]
+
+    def spent(self, now: float | None = None) -> float:
+        return sum(p.spent_now(now) for p in self.phases)
+
+    def left(self, now: float | None = None) -> float:
+        return self.budget_s - self.spent(now)
+
+    def current(self) -> Phase | None:
+        """The first phase not done or skipped (None when the run is over)."""
+        return next((p for p in self.phases if p.state in ("pending", "running")), None)
+
+    def planned_after(self, name: str) -> float:
+        """Seconds planned for the phases after ``name`` that are not done: what ``name`` must leave."""
+        later = self.phases[PHASES.index(name) + 1 :]
+        return sum(p.planned_s for p in later if p.state in ("pending", "running"))
+
+    def start(self, name: str) -> Phase:
+        phase = self.phase(name)
+        phase.state, phase.running_since = "running", time.time()
+        return phase
+
+    def tick(self, now: float | None = None) -> None:
+        """Bank the running stretch of every running phase (a kill loses only what came after)."""
+        now = now or time.time()
+        for p in self.phases:
+            if p.running_since is not None:
+                p.spent_s, p.running_since = p.spent_now(now), now
+
+    def finish(self, name: str, note: str = "", state: PhaseState = "done") -> None:
+        self.tick()
+        phase = self.phase(name)
+        phase.state, phase.running_since = state, None
+        if note:
+            phase.note = note
+
+    def stop_running(self) -> None:
+        """Interrupted: bank the time, and leave the phase to be continued."""
+        self.tick()
+        for p in self.phases:
+            p.running_since = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Ledger:
+        phases = {p["name"]: Phase(**p) for p in raw.get("phases", [])}
+        return cls(
+            folder=raw["folder"], budget_s=float(raw["budget_s"]), study=raw["study"], image_size=raw.get("image_size"),
+            phases=[phases.get(name, Phase(name)) for name in PHASES],
+            decisions=Decisions(**raw.get("decisions", {})),
+        )  # fmt: skip
+
+    def lines(self, now: float | None = None) -> list[str]:
+        """One line per phase: state, spent of planned, note; then the total against the budget."""
+        out = []
+        for p in self.phases:
+            planned = f" of {duration(p.planned_s)}" if p.planned_s else ""
+            note = f"  {p.note}" if p.note else ""
+            out.append(f"  {p.name:<9} {p.state:<8} {duration(p.spent_now(now))}{planned}{note}")
+        spent = self.spent(now)
+        out.append(f"  total     {duration(spent)} of {duration(self.budget_s)} ({spent / self.budget_s:.0%})")
+        return out
+
+
+def save_ledger(ledger: Ledger, folder: Path) -> Path:
+    text = json.dumps(ledger.to_dict(), indent=2) + "\n"
+    return atomic_write(folder / RUN_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def load_ledger(folder: Path) -> Ledger | None:
+    """The run in ``folder``, or None when it holds none; a damaged file is a one-line error."""
+    path = folder / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Ledger.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError) as err:
+        raise HpoError(f"{path}: not a readable run ledger ({err}); move it away to start a new run there") from None

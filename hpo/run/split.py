@@ -1,0 +1,140 @@
+"""How a budget is divided between the phases, from costs measured on this machine: pure arithmetic.
+
+The search gets ``Split.search`` of what is left after planning and the preflight, the decision
+``Split.decide`` and the final run the rest, less its sweep and the export. A trial's budget is the
+planner's (``hpo init``'s rule), cut so that ``MIN_COMPLETE`` complete trials fit the search; the
+number of trials is what the search's seconds buy at the expected cost of a trial (pruning stops
+about half of them at the first evaluation point, as on the quickstart: 6 of 10). The budget is too
+small when even the smallest trial budget cannot give ``MIN_COMPLETE`` complete trials and a final
+run of ``MIN_FINAL_TRIALS`` trials' training."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hpo.errors import HpoError
+from hpo.run.budget import duration
+
+MIN_COMPLETE = 4  # complete trials the search must afford: the pruner's guard keeps 4 before it prunes hard
+MIN_FINAL_TRIALS = 2.0  # the final run trains at least this many trials' budget: else it is one more trial
+COMPLETE_SHARE = 0.5  # share of trials expected to complete; the rest pruned at the first evaluation point
+MAX_TRIALS = 200
+SWEEP_MARGIN = 1.15  # the final sweep is planned at this much of a trial's measured sweep
+EXPORT_SECONDS = 15.0  # reading the checkpoint, writing weights, spec and settings, the report
+
+
+@dataclass(frozen=True)
+class Split:
+    """Shares of the budget after planning and the preflight; the final run takes what is left."""
+
+    search: float = 0.35
+    decide: float = 0.10
+
+    @property
+    def final(self) -> float:
+        return 1.0 - self.search - self.decide
+
+
+@dataclass(frozen=True)
+class Costs:
+    """One trial at ``kimg`` on this machine: its training and its sampling sweep (seconds)."""
+
+    kimg: float
+    train_s: float
+    sweep_s: float
+    num_evals: int
+    min_kimg: float  # the smallest trial budget: one step of the largest batch per evaluation point
+
+    def at(self, kimg: float) -> Costs:
+        """The same trial at another budget: training scales with images seen, the sweep does not."""
+        return Costs(kimg, self.train_s * kimg / self.kimg, self.sweep_s, self.num_evals, self.min_kimg)
+
+    @property
+    def complete_s(self) -> float:
+        return self.train_s + self.sweep_s
+
+    @property
+    def expected_s(self) -> float:
+        """A trial's expected cost, pruned ones (one evaluation point's training) included."""
+        pruned = self.train_s / self.num_evals
+        return COMPLETE_SHARE * self.complete_s + (1 - COMPLETE_SHARE) * pruned
+
+
+@dataclass(frozen=True)
+class Shares:
+    search_s: float
+    decide_s: float
+    final_s: float  # the final run's training
+    sweep_s: float  # the final sweep
+    export_s: float
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    trial: Costs  # at the trial budget chosen
+    n_trials: int
+    shares: Shares
+
+
+def shares(left_s: float, split: Split, sweep_s: float) -> Shares:
+    """``left_s`` (after planning and the preflight) divided between the phases."""
+    final_sweep = SWEEP_MARGIN * sweep_s
+    final = split.final * left_s - final_sweep - EXPORT_SECONDS
+    return Shares(split.search * left_s, split.decide * left_s, final, final_sweep, EXPORT_SECONDS)
+
+
+def minimum_budget(costs: Costs, split: Split, overhead_s: float) -> float:
+    """The smallest budget this plan runs in: at the smallest trial budget, ``MIN_COMPLETE`` complete
+    trials in the search's share and ``MIN_FINAL_TRIALS`` trials' training in the final run's."""
+    small = costs.at(costs.min_kimg)
+    search = MIN_COMPLETE * small.complete_s / split.search
+    final = (MIN_FINAL_TRIALS * small.train_s + SWEEP_MARGIN * small.sweep_s + EXPORT_SECONDS) / split.final
+    return overhead_s + max(search, final)
+
+
+def plan_search(costs: Costs, split: Split, *, left_s: float, budget_s: float, overhead_s: float) -> SearchPlan:
+    """The trial budget and trial count for ``left_s`` seconds; a one-line error naming the minimum
+    budget when it is too small."""
+    need = minimum_budget(costs, split, overhead_s)
+    if left_s + overhead_s < need:
+        raise HpoError(
+            f"--budget {duration(budget_s)} is below this plan's minimum of {duration(math.ceil(need))} on this "
+            f"machine ({MIN_COMPLETE} complete trials of {duration(costs.at(costs.min_kimg).complete_s)} at "
+            f"{costs.min_kimg:g} kimg in {split.search:.0%} of the budget, and a final run of "
+            f"{MIN_FINAL_TRIALS:g} trials' training); give --budget {duration(math.ceil(need / 60) * 60)} or more"
+        )
+    share = shares(left_s, split, costs.sweep_s)
+    kimg = costs.kimg
+    most_train = share.search_s / MIN_COMPLETE - costs.sweep_s  # a trial's training that still fits MIN_COMPLETE
+    if costs.train_s > most_train:
+        kimg = max(costs.min_kimg, costs.kimg * most_train / costs.train_s)
+    trial = costs.at(round(kimg, 3))
+    n_trials = min(MAX_TRIALS, max(MIN_COMPLETE, math.floor(share.search_s / trial.expected_s)))
+    return SearchPlan(trial, n_trials, share)
+
+
+def final_kimg(*, seconds: float, kimg_per_second: float, trial_kimg: float) -> float:
+    """The final run's budget: what ``seconds`` of training buys at the rate the winner trained at,
+    never less than the trial's own budget."""
+    return round(max(trial_kimg, seconds * kimg_per_second), 3)
+
+
+def decide_runs(decide_s: float, complete_s: float, complete: int) -> tuple[int, int]:
+    """(configurations, seeds) the decision can retrain in ``decide_s``: up to 3 configurations (and
+    the baseline the confirmation adds) with as many fresh seeds as fit; (0, 0) when fewer than 2
+    configurations and their baseline fit, or fewer than 2 trials completed."""
+    runs = math.floor(decide_s / complete_s)
+    top = min(3, complete, runs - 1)
+    if top < 2:
+        return 0, 0
+    return top, max(1, runs // (top + 1))
+
+
+CHECKPOINT_SHARE = 0.05  # the final run saves a checkpoint at least this often, as a share of the budget
+
+
+def final_num_evals(final_s: float, budget_s: float) -> int:
+    """Evaluation points (each a checkpoint) of the final run: one per ``CHECKPOINT_SHARE`` of the
+    budget, from 4 to 20, so a kill costs at most that share."""
+    return max(4, min(20, math.ceil(final_s / (CHECKPOINT_SHARE * budget_s))))

@@ -1,0 +1,114 @@
+"""``hpo run``'s pure parts: the budget's words, the split of a budget between phases, the ledger."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from hpo.errors import HpoError
+from hpo.run.budget import duration, parse_budget
+from hpo.run.ledger import PHASES, RUN_FILE, Ledger, load_ledger, save_ledger
+from hpo.run.split import (
+    MIN_COMPLETE,
+    Costs,
+    Split,
+    decide_runs,
+    final_kimg,
+    final_num_evals,
+    minimum_budget,
+    plan_search,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("8h", 28800), ("90m", 5400), ("1h30m", 5400), ("45s", 45), ("2d", 172800), ("1.5h", 5400)]
+)
+def test_budget_words_are_read_in_seconds(text: str, seconds: float) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["8 hrs", "8", "h", "", "8x", "0m"])
+def test_a_budget_without_a_known_unit_is_one_line_naming_the_units(text: str) -> None:
+    with pytest.raises(HpoError) as err:
+        parse_budget(text)
+    assert "\n" not in str(err.value) and ("s, m, h or d" in str(err.value) or "more than nothing" in str(err.value))
+
+
+def test_durations_print_in_the_two_largest_units() -> None:
+    assert [duration(s) for s in (45, 750, 3900)] == ["0m45s", "12m30s", "1h05m"]
+
+
+COSTS = Costs(kimg=12.0, train_s=60.0, sweep_s=20.0, num_evals=4, min_kimg=0.5)
+
+
+def test_a_budget_below_the_minimum_is_refused_with_the_minimum_named() -> None:
+    need = minimum_budget(COSTS, Split(), overhead_s=60.0)
+    with pytest.raises(HpoError, match=r"below this plan's minimum of .* give --budget \d+m00s or more"):
+        plan_search(COSTS, Split(), left_s=need - 61.0, budget_s=need - 1.0, overhead_s=60.0)
+    plan = plan_search(COSTS, Split(), left_s=need - 59.0, budget_s=need + 1.0, overhead_s=60.0)
+    assert plan.n_trials >= MIN_COMPLETE
+
+
+def test_a_small_budget_shortens_each_trial_so_that_four_complete_ones_fit_the_search() -> None:
+    plan = plan_search(COSTS, Split(), left_s=600.0, budget_s=660.0, overhead_s=60.0)
+    assert plan.trial.kimg < COSTS.kimg
+    assert MIN_COMPLETE * plan.trial.complete_s <= plan.shares.search_s + 1e-6
+    large = plan_search(COSTS, Split(), left_s=36000.0, budget_s=36060.0, overhead_s=60.0)
+    assert large.trial.kimg == COSTS.kimg and large.n_trials > plan.n_trials
+
+
+def test_the_shares_add_up_to_what_is_left() -> None:
+    plan = plan_search(COSTS, Split(), left_s=3600.0, budget_s=3660.0, overhead_s=60.0)
+    s = plan.shares
+    assert s.search_s + s.decide_s + s.final_s + s.sweep_s + s.export_s == pytest.approx(3600.0)
+
+
+def test_the_final_run_gets_what_the_time_buys_at_the_winners_speed_never_less_than_a_trial() -> None:
+    assert final_kimg(seconds=600.0, kimg_per_second=0.2, trial_kimg=12.0) == 120.0
+    assert final_kimg(seconds=10.0, kimg_per_second=0.2, trial_kimg=12.0) == 12.0
+
+
+def test_the_final_run_checkpoints_at_least_every_twentieth_of_the_budget() -> None:
+    assert final_num_evals(5400.0, 28800.0) == 4  # floor of 4
+    assert final_num_evals(16000.0, 28800.0) == 12
+    assert final_num_evals(28800.0, 28800.0) == 20
+
+
+def test_the_decision_retrains_only_when_two_configurations_and_their_baseline_fit() -> None:
+    assert decide_runs(100.0, 60.0, complete=5) == (0, 0)
+    assert decide_runs(180.0, 60.0, complete=5) == (2, 1)
+    assert decide_runs(1200.0, 60.0, complete=5) == (3, 5)
+    assert decide_runs(1200.0, 60.0, complete=1) == (0, 0)
+
+
+def test_the_ledger_banks_running_time_and_continues_after_a_stop(tmp_path: Path) -> None:
+    ledger = Ledger(folder="/data", budget_s=600.0, study="s", image_size=None)
+    ledger.start("plan")
+    ledger.phase("plan").running_since = time.time() - 30
+    ledger.finish("plan", note="planned")
+    assert ledger.phase("plan").spent_s == pytest.approx(30, abs=1)
+    ledger.start("preflight")
+    ledger.phase("preflight").running_since = time.time() - 10
+    ledger.stop_running()
+    save_ledger(ledger, tmp_path)
+    again = load_ledger(tmp_path)
+    assert again is not None and again.to_dict() == ledger.to_dict()
+    assert again.current() is not None and again.current().name == "preflight"  # type: ignore[union-attr]
+    assert again.spent() == pytest.approx(40, abs=1) and again.left() == pytest.approx(560, abs=1)
+
+
+def test_a_phase_leaves_the_time_planned_for_the_phases_after_it() -> None:
+    ledger = Ledger(folder="/data", budget_s=600.0, study="s", image_size=None)
+    for name, seconds in zip(PHASES, (1, 60, 200, 60, 250, 20, 9), strict=True):
+        ledger.phase(name).planned_s = seconds
+    ledger.finish("decide", state="skipped")
+    assert ledger.planned_after("search") == 250 + 20 + 9
+
+
+def test_a_damaged_ledger_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / RUN_FILE).write_text(json.dumps({"folder": "/x"}))
+    with pytest.raises(HpoError, match=f"{RUN_FILE}: not a readable run ledger"):
+        load_ledger(tmp_path)
