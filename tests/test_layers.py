@@ -25,10 +25,11 @@ BELOW = {
     "scoring": {"spec", "diffusion", "training", "analysis", "errors", "files"},
     "doctor": {"spec", "diffusion", "training", "errors", "files"},
     "service": {"spec", "diffusion", "training", "scoring", "tracking", "analysis", "errors", "files"},
+    "run": {"errors", "files"},
     "planning": {"doctor", "spec", "diffusion", "training", "errors", "files"},
     "companions": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
     "report": {
-        "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "analysis", "errors", "files",
+        "run", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "analysis", "errors", "files",
     },
 }  # fmt: skip
 TOP = {"commands", "cli", "__main__"}  # may import everything

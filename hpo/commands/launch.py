@@ -126,9 +126,7 @@ def follow(
         p = progress(study, n_trials, max_retries=limits.max_retries)
         elapsed = time.monotonic() - started
         eta = (
-            f" | ~{duration(elapsed / p.finished * (n_trials - p.finished))} left"
-            if 0 < p.finished < n_trials
-            else ""
+            f" | ~{duration(elapsed / p.finished * (n_trials - p.finished))} left" if 0 < p.finished < n_trials else ""
         )
         state = prefix + progress_line(p, metric, best_text(study, p))
         line = f"{state} | {duration(elapsed)} elapsed{eta}"

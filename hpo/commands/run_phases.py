@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from hpo.spec.spec import Spec
 
 SPEC_FILE = "spec.yaml"
-FINAL, MODEL = "final", "model"
+FINAL, MODEL, REPORT = "final", "model", "report.html"
 PREFLIGHT_SECONDS = 60.0  # planned for `hpo doctor --fast` (measured ~20-40 s on 2 CPU cores at 16-32 px)
 SPLIT = Split()  # 35 / 10 / 55 of search / decide / final: the middle split, not yet benchmarked
 
@@ -384,11 +384,11 @@ def export(run: Run) -> None:
                  written_by=f"`hpo run {run.opts.images}`: trial #{trial.number} trained at {decisions.final_kimg:g} "
                             f"kimg, its best sampling combination ({sampling.words})")  # fmt: skip
     shutil.copyfile(run.out / FINAL / "samples.png", model / "samples.png")
-    report = write_report(study, store, run.out / "report.html", artifact_dir=run.artifacts)
     decisions.model = str(model)
-    ledger.finish("export", note=f"{model}, report {report}")
+    ledger.finish("export", note=f"{model}, and the report {run.out / REPORT}")
     write_output(model / "ledger.json", json.dumps(ledger.to_dict(), indent=2) + "\n")
     publish(run, study)
+    write_report(study, store, run.out / REPORT, artifact_dir=run.artifacts)  # after the ledger is complete
 
 
 def closing_lines(run: Run) -> list[str]:
@@ -399,6 +399,7 @@ def closing_lines(run: Run) -> list[str]:
         f"stop verdict: {d.stop}",
         "ledger:",
         *run.ledger.lines(),
+        f"report: {run.out / REPORT}",
         f"sample it with `hpo sample {d.model}`",
     ]
 

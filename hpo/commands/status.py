@@ -22,6 +22,7 @@ from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, f
 from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
+from hpo.run.ledger import Ledger
 from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
@@ -228,10 +229,19 @@ def frontiers_json(study: optuna.Study) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def run_lines(study: optuna.Study) -> list[str]:
+    """The budgeted run (``hpo run``) whose search this study is: where it is and its ledger."""
+    raw = StudyRecord.of(study).run
+    if raw is None:
+        return []
+    ledger = Ledger.from_dict(raw)
+    return [ledger.status_line(), *ledger.lines(), ""]
+
+
 def study_text(study: optuna.Study, width: int | None = None) -> str:
     p, metric = progress(study, n_trials_of(study)), metric_of(study)
     head = progress_line(p, metric, best_text(study, p)) + "".join(f"\n{line}" for line in study_notes(study, p))
-    return head + "\n\n" + trials_table(study, metric, width)
+    return "".join(f"{line}\n" for line in run_lines(study)) + head + "\n\n" + trials_table(study, metric, width)
 
 
 def status_text(url: str, study_name: str | None, width: int | None = None) -> str:
@@ -255,6 +265,7 @@ def study_json(study: optuna.Study) -> dict[str, Any]:
         "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "running": p.running,
         "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
         "floor": StudyRecord.of(study).floor, "notes": study_notes(study, p), "frontiers": frontiers_json(study),
+        "run": StudyRecord.of(study).run,
     }  # fmt: skip
 
 

@@ -3,6 +3,6 @@ place into a typed model (``model.build``, from the study's trials via ``data`` 
 readings), and how it looks (``render`` formats the model only; ``companions`` formats the
 companions' blocks; ``figures``; the plotly.js it inlines, ``bundle``).
 
-May import: ``hpo.companions``, ``hpo.service``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.training``,
+May import: ``hpo.run``, ``hpo.companions``, ``hpo.service``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.training``,
 ``hpo.diffusion``, ``hpo.analysis``, ``hpo.spec``, ``hpo.errors``, ``hpo.files``.
 """

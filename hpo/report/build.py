@@ -27,7 +27,7 @@ from hpo.analysis.stopping import validation_trend
 from hpo.analysis.sweep import ComboScore, ema_sentence, statistic_text
 from hpo.companions import KINDS
 from hpo.companions.base import Kind, find_companion
-from hpo.companions.blocks import Paragraph
+from hpo.companions.blocks import Block, Paragraph, Table
 from hpo.errors import HpoError
 from hpo.report import figures
 from hpo.report.data import (
@@ -68,6 +68,8 @@ from hpo.report.model import (
     Weights,
     WinnerSection,
 )
+from hpo.run.budget import duration
+from hpo.run.ledger import Ledger
 from hpo.service.frontiers import study_frontiers
 from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
@@ -370,6 +372,32 @@ def stop_section(done: Sequence[FrozenTrial]) -> StopSection:
     return StopSection(verdict, tuple(TrendLine(t.number, v.text) for t, v in trends))
 
 
+def run_section(study: optuna.Study) -> CompanionSection | None:
+    """The budgeted run this study is the search of: where it is, each phase planned and spent, and
+    what it decided; None for a study ``hpo run`` did not create."""
+    raw = StudyRecord.of(study).run
+    if raw is None:
+        return None
+    ledger = Ledger.from_dict(raw)
+    rows = [
+        [p.name, p.state, duration(p.spent_s), duration(p.planned_s) if p.planned_s else "—", p.note]
+        for p in ledger.phases
+    ]
+    d = ledger.decisions
+    blocks: list[Block] = [
+        Paragraph(ledger.status_line(), "lead"),
+        Table(["phase", "state", "spent", "planned", "what it did"], rows),
+    ]
+    if d.winner_why:
+        blocks.append(Paragraph(d.winner_why, label="The final run trains"))
+    if d.value is not None:
+        blocks.append(Paragraph(
+            f"{d.metric} {d.value:.4g} at {d.final_kimg:g} kimg (real held-out images: {d.floor:.4g}); {d.stop}",
+            label="The model",
+        ))  # fmt: skip
+    return CompanionSection(f"The budgeted run: {duration(ledger.budget_s)} from {ledger.folder}", tuple(blocks))
+
+
 def companion_section(kind: Kind, study: optuna.Study, storage: BaseStorage, metric: str) -> CompanionSection:
     """The kind's reading of its companion, what to run when there is none, a line when the companion
     the study points to is gone."""
@@ -421,6 +449,7 @@ def build(study: optuna.Study, storage: BaseStorage, artifact_dir: Path | None) 
         name=s.study_name,
         generated=now,
         facts=tuple(header_facts(study, trials, s, now)),
+        run=run_section(study),
         summary=summary_section(study, s),
         importance=ImportanceSection(
             (importance_reading(fid_imp), importance_reading(val_imp)), narrow_text(study, trials, s.metric_name)

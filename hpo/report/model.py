@@ -212,6 +212,7 @@ class ReportModel:
     name: str  # the study's
     generated: datetime.datetime
     facts: tuple[Fact, ...]
+    run: CompanionSection | None  # the budgeted run (`hpo run`) whose search this study is: its ledger
     summary: SummarySection
     importance: ImportanceSection
     learning: LearningSection

@@ -277,6 +277,7 @@ def page_html(m: ReportModel) -> str:
     parts = [
         f"<h1>Study {escape(m.name)}</h1><p class='note'>generated {m.generated:%Y-%m-%d %H:%M}</p>",
         facts_html(m.facts),
+        companions_html((m.run,) if m.run is not None else ()),
         "<h2>Summary</h2>",
         summary_html(m.summary),
         carried_html(m.summary.carried),

@@ -124,6 +124,20 @@ class Ledger:
             decisions=Decisions(**raw.get("decisions", {})),
         )  # fmt: skip
 
+    def status_line(self, now: float | None = None) -> str:
+        """Where the run is: its phase, spent of budget, and the time left (the run ends at its budget)."""
+        spent, phase = self.spent(now), self.current()
+        if phase is None:
+            return (
+                f"hpo run: finished, {duration(spent)} of {duration(self.budget_s)} spent; model {self.decisions.model}"
+            )
+        where = f"{phase.name} ({PHASES.index(phase.name) + 1}/{len(PHASES)})"
+        state = "running" if phase.running_since is not None else "stopped (re-run the same `hpo run` to continue)"
+        return (
+            f"hpo run: {where} {state}, {duration(spent)} of {duration(self.budget_s)} spent, "
+            f"~{duration(max(0.0, self.budget_s - spent))} left"
+        )
+
     def lines(self, now: float | None = None) -> list[str]:
         """One line per phase: state, spent of planned, note; then the total against the budget."""
         out = []

@@ -1,0 +1,94 @@
+"""``hpo run`` as a process, stopped and continued: Ctrl-C in the search and SIGKILL of the whole process
+group in the final run, each continued by the same command, end in a model whose ledger stays within
+its budget, with the final run resumed from its checkpoint rather than trained again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchmarks.folders import write_folder
+from hpo.training.data import read_digits
+from tests.service_helpers import hpo, hpo_env
+
+BUDGET_S = 300.0
+
+
+def digits_folder(root: Path, per_class: int = 100) -> Path:
+    images, labels, names = read_digits(16)
+    keep = np.concatenate([np.flatnonzero(labels.numpy() == k)[:per_class] for k in range(3)])
+    write_folder(images.numpy()[keep], labels.numpy()[keep], names, root / "digits")
+    return root / "digits"
+
+
+def start(folder: Path, out: Path, cwd: Path) -> subprocess.Popen[str]:
+    env = {**hpo_env(), "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "hpo", "run", str(folder), "--budget", "5m", "-o", str(out), "--threads", "1"]
+    return subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # fmt: skip
+
+
+def ledger(out: Path) -> dict[str, Any]:
+    return json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+
+
+def phase_state(out: Path, name: str) -> str:
+    return next((p["state"] for p in ledger(out).get("phases", []) if p["name"] == name), "pending")
+
+
+def wait_until(proc: subprocess.Popen[str], ready: Any, what: str, timeout: float = 400) -> None:
+    end = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"hpo run exited ({proc.returncode}) before {what}: {proc.communicate()[0][-3000:]}")
+        if time.monotonic() > end:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no {what} within {timeout:g} s")
+        time.sleep(0.5)
+
+
+def test_a_run_stopped_in_its_search_and_killed_in_its_final_run_continues_to_a_model(tmp_path: Path) -> None:
+    folder, out = digits_folder(tmp_path), tmp_path / "run"
+    first = start(folder, out, tmp_path)
+    wait_until(first, lambda: phase_state(out, "search") == "running" and (out / "hpo.db").exists(), "the search")
+    time.sleep(20)  # a trial or two in
+    os.killpg(first.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group, workers too
+    said, _ = first.communicate(timeout=120)
+    assert first.returncode == 130, said[-3000:]
+    assert "Re-run the same command to continue" in said
+    stopped = ledger(out)
+    assert phase_state(out, "search") == "running" and all(p["running_since"] is None for p in stopped["phases"])
+
+    second = start(folder, out, tmp_path)
+    checkpoint = out / "final" / "checkpoint.pt"
+    wait_until(second, lambda: phase_state(out, "final") == "running" and checkpoint.exists(), "a final checkpoint")
+    planned = ledger(out)["decisions"]
+    os.killpg(second.pid, signal.SIGKILL)  # the machine went away: run and workers at once
+    second.wait()
+
+    third = start(folder, out, tmp_path)
+    said, _ = third.communicate(timeout=600)
+    assert third.returncode == 0, said[-4000:]
+    assert "continuing the run" in said and "resumed from" in said  # the final run from its checkpoint
+    done = ledger(out)
+    assert done["decisions"]["final_kimg"] == planned["final_kimg"] and done["decisions"]["winner"] == planned["winner"]
+    assert all(p["state"] in ("done", "skipped") for p in done["phases"])
+    spent = sum(p["spent_s"] for p in done["phases"])
+    assert spent <= 1.05 * BUDGET_S + 30, done  # a trial or a checkpoint interval may overrun
+    model = out / "model"
+    for name in ("ema.safetensors", "spec.yaml", "sampling.json", "samples.png", "ledger.json"):
+        assert (model / name).is_file(), name
+
+    status = hpo("status", done["study"], "--storage", f"sqlite:///{out / 'hpo.db'}", cwd=tmp_path)
+    assert status.returncode == 0 and "hpo run: finished" in status.stdout, status.stderr
+    sampled = hpo("sample", str(model), "-n", "4", "-o", str(tmp_path / "grid.png"), cwd=tmp_path)
+    assert sampled.returncode == 0 and (tmp_path / "grid.png").is_file(), sampled.stderr

@@ -1,0 +1,92 @@
+"""``hpo run`` through the real CLI: each bad input is one line and leaves what is stored as it was;
+``--plan-only`` plans and writes nothing; a finished run says where its model is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpo.run.ledger import PHASES, RUN_FILE, Ledger, save_ledger
+from tests.cli import run_cli
+from tests.test_init import draw_shapes, two_classes
+
+
+def hpo_run(*args: str) -> tuple[int, str, str]:
+    return run_cli(["run", *args])
+
+
+def one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return two_classes(tmp_path_factory.mktemp("run") / "shapes", per_class=40, size=16)
+
+
+def test_a_budget_in_unknown_units_is_one_line_and_creates_nothing(images: Path, tmp_path: Path) -> None:
+    code, _, err = hpo_run(str(images), "--budget", "8 hrs", "-o", str(tmp_path / "out"))
+    one_line_error(code, err, "'8 hrs'", "s, m, h or d")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_budget_below_the_plans_minimum_names_the_minimum_and_creates_nothing(images: Path, tmp_path: Path) -> None:
+    code, _, err = hpo_run(str(images), "--budget", "30s", "-o", str(tmp_path / "out"))
+    one_line_error(code, err, "below this plan's minimum of", "give --budget")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_hpo_init_refuses_is_refused_in_the_same_line(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "twelve", 12, 32)
+    code, _, err = hpo_run(str(tmp_path / "twelve"), "--budget", "1h", "-o", str(tmp_path / "out"))
+    one_line_error(code, err, "only 12 readable images")
+    assert not (tmp_path / "out").exists()
+    code, _, err = hpo_run(str(tmp_path / "missing"), "--budget", "1h", "-o", str(tmp_path / "out"))
+    one_line_error(code, err, "not a folder")
+
+
+def stored_run(out: Path, folder: Path, budget_s: float, *, done: int) -> str:
+    """A ledger in ``out`` with the first ``done`` phases finished; its file's text."""
+    ledger = Ledger(folder=str(folder.resolve()), budget_s=budget_s, study="shapes-16", image_size=None)
+    for name in PHASES[:done]:
+        ledger.phase(name).spent_s, ledger.phase(name).state = 30.0, "done"
+    ledger.decisions.model = str(out / "model")
+    save_ledger(ledger, out)
+    return (out / RUN_FILE).read_text()
+
+
+def test_an_output_folder_holding_another_folders_run_is_refused_and_kept(images: Path, tmp_path: Path) -> None:
+    before = stored_run(tmp_path / "out", tmp_path / "elsewhere", 3600.0, done=3)
+    code, _, err = hpo_run(str(images), "--budget", "1h", "-o", str(tmp_path / "out"))
+    one_line_error(code, err, "holds the run of another folder", "elsewhere", "name another -o")
+    assert (tmp_path / "out" / RUN_FILE).read_text() == before
+
+
+def test_another_budget_on_resume_says_what_was_spent_and_what_it_would_change(images: Path, tmp_path: Path) -> None:
+    before = stored_run(tmp_path / "out", images, 3600.0, done=3)
+    code, _, err = hpo_run(str(images), "--budget", "90m", "-o", str(tmp_path / "out"))
+    one_line_error(
+        code, err, "--budget 1h00m", "spent 1m30s", "now in decide", "give 30m00s", "re-run with --budget 1h00m"
+    )
+    assert (tmp_path / "out" / RUN_FILE).read_text() == before
+
+
+def test_a_finished_run_run_again_points_to_its_model_and_changes_nothing(images: Path, tmp_path: Path) -> None:
+    before = stored_run(tmp_path / "out", images, 1800.0, done=len(PHASES))
+    code, out, err = hpo_run(str(images), "--budget", "30m", "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert f"is finished; its model is {tmp_path / 'out' / 'model'}" in out and "total     3m30s of 30m00s" in out
+    assert (tmp_path / "out" / RUN_FILE).read_text() == before
+
+
+def test_plan_only_prints_each_phase_planned_within_the_budget_and_writes_nothing(images: Path, tmp_path: Path) -> None:
+    code, out, err = hpo_run(str(images), "--budget", "2h", "-o", str(tmp_path / "out"), "--plan-only")
+    assert code == 0, err
+    lines = out.splitlines()
+    for phase in PHASES:
+        assert any(line.split()[:1] == [phase] for line in lines), out
+    assert "trials at most" in out and f"run it: hpo run {images} --budget 2h00m" in out
+    assert not (tmp_path / "out").exists()
