@@ -284,6 +284,9 @@ def run_cmd(
     plan_only: Annotated[
         bool, typer.Option("--plan-only", help="print the plan and the ledger it starts with; run nothing")
     ] = False,
+    skip_doctor: Annotated[
+        bool, typer.Option("--skip-doctor", help="start the search without the `hpo doctor --fast` checks")
+    ] = False,
 ) -> None:
     """From a folder of images to a trained, exported model within a time budget.
 
@@ -296,7 +299,9 @@ def run_cmd(
 
     logs()
     set_threads(threads)
-    run_budgeted(RunOptions(images, budget, out, image_size, storage, workers, threads, gpus, plan_only))
+    run_budgeted(
+        RunOptions(images, budget, out, image_size, storage, workers, threads, gpus, plan_only, doctor=not skip_doctor)
+    )
 
 
 @command("worker")

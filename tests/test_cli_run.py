@@ -9,7 +9,7 @@ import pytest
 
 from hpo.run.ledger import PHASES, RUN_FILE, Ledger, save_ledger
 from tests.cli import run_cli
-from tests.test_init import draw_shapes, two_classes
+from tests.images import write_images
 
 
 def hpo_run(*args: str) -> tuple[int, str, str]:
@@ -24,7 +24,10 @@ def one_line_error(code: int, err: str, *needles: str) -> None:
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return two_classes(tmp_path_factory.mktemp("run") / "shapes", per_class=40, size=16)
+    root = tmp_path_factory.mktemp("run") / "shapes"
+    write_images(root / "a", 40, size=16)
+    write_images(root / "b", 40, size=16, start=40)
+    return root
 
 
 def test_a_budget_in_unknown_units_is_one_line_and_creates_nothing(images: Path, tmp_path: Path) -> None:
@@ -40,7 +43,7 @@ def test_a_budget_below_the_plans_minimum_names_the_minimum_and_creates_nothing(
 
 
 def test_a_folder_hpo_init_refuses_is_refused_in_the_same_line(tmp_path: Path) -> None:
-    draw_shapes(tmp_path / "twelve", 12, 32)
+    write_images(tmp_path / "twelve", 12, size=32)
     code, _, err = hpo_run(str(tmp_path / "twelve"), "--budget", "1h", "-o", str(tmp_path / "out"))
     one_line_error(code, err, "only 12 readable images")
     assert not (tmp_path / "out").exists()

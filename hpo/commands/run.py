@@ -34,6 +34,7 @@ class RunOptions:
     threads: int | None
     gpus: str = "all"
     plan_only: bool = False
+    doctor: bool = True  # False: --skip-doctor, the preflight is skipped
 
 
 @dataclass
@@ -126,6 +127,7 @@ def run_budgeted(opts: RunOptions) -> None:
         try:
             for name in PHASES:
                 if run.ledger.phase(name).state in ("pending", "running"):
+                    print(f"[{name}] {run.ledger.status_line()}")
                     run_phases.PHASE_FUNCTIONS[name](run)
                     run.save()
         except KeyboardInterrupt:

@@ -173,6 +173,9 @@ def preflight(run: Run) -> None:
     from hpo.commands.launch import preflight_doctor
 
     run.ledger.start("preflight")
+    if not run.opts.doctor:
+        run.ledger.finish("preflight", state="skipped", note="--skip-doctor")
+        return
     print(f"[preflight] hpo doctor --fast on {run.out / SPEC_FILE}")
     preflight_doctor(run_spec(run))
     run.ledger.finish("preflight", note="hpo doctor --fast passed")

@@ -1,0 +1,187 @@
+"""Does `hpo run` pay? The same budget spent three ways on one folder, every final model scored alike.
+
+Arms (each gets the whole budget, wall-clock, on one torch thread; run two side by side so they share
+the machine alike):
+
+- ``hand``: the seed person's settings (Adam lr 4e-4, batch 32, T = 500, linear) on `hpo init`'s
+  network, trained for what the budget buys (`hpo train`, its kimg calibrated by a 2-kimg run first);
+- ``default``: the quickstart study's winner (lr 5.2e-3, batch 32, T = 1000, linear), no search;
+- ``run``: `hpo run FOLDER --budget B`.
+
+Each arm's model is scored the same way: classifier-FID of 2 048 samples at the arm's own best sampling
+combination, drawn twice with disjoint noise (seeds 0 and 1); the sd of one value is the two draws'
+pair sd, and the sd of a difference between two arms is √(sd_a² + sd_b²) (independent models). With
+one training seed per arm that is sampling noise only: it says nothing of the spread between seeds.
+
+Usage: python -m benchmarks.run_budget --dataset digits --budget 10m --arms hand,run [--seed 0]
+       python -m benchmarks.run_budget --table     (every record, as markdown)
+Records: benchmarks/results/run_budget/DATASET-ARM-BUDGET-sSEED.json; work in ~/.cache/hpo-bench/run_budget."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hpo.analysis.noise import pair_sd
+from hpo.run.budget import duration, parse_budget
+
+RESULTS = Path(__file__).parent / "results" / "run_budget"
+WORK = Path.home() / ".cache" / "hpo-bench" / "run_budget"
+SCORE_SAMPLES = 2048
+ARMS = {
+    "hand": {"lr": 4e-4, "batch_size": 32, "timesteps": 500, "schedule": "linear"},
+    "default": {"lr": 5.2e-3, "batch_size": 32, "timesteps": 1000, "schedule": "linear"},
+}
+CALIBRATION_KIMG = 2.0
+STARTUP_S = 20.0  # `hpo train`'s imports, data and scorer set-up, counted against the budget
+
+
+def hpo(*args: str, log: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    with log.open("a") as out:
+        done = subprocess.run([sys.executable, "-m", "hpo", *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise SystemExit(f"hpo {' '.join(args)} failed ({done.returncode}); see {log}")
+
+
+def folder_of(dataset: str) -> Path:
+    folder = WORK / "folders" / dataset
+    if not folder.exists():
+        subprocess.run([sys.executable, "-m", "benchmarks.folders", dataset, str(folder)], check=True)
+    return folder
+
+
+def train_arm(arm: str, folder: Path, budget_s: float, work: Path) -> Path:
+    """`hpo init`'s spec with the arm's settings, trained for the budget; its export folder."""
+    log, spec = work / "log.txt", work / "spec.yaml"
+    hpo("init", str(folder), "-o", str(spec), "--image-size", "16", "--force", log=log)
+    sets = [f"--set={k}={v}" for k, v in ARMS[arm].items()] + ["--threads=1"]
+    started = time.monotonic()
+    hpo("train", str(spec), *sets, f"--set=kimg={CALIBRATION_KIMG}", "--set=num_evals=1", "-o", str(work / "calib"),
+        log=log)  # fmt: skip
+    calib = json.loads((work / "calib" / "summary.json").read_text())
+    per_kimg = calib["train_seconds"] / CALIBRATION_KIMG
+    left = budget_s - (time.monotonic() - started) - calib["score_seconds"] - STARTUP_S
+    kimg = round(max(CALIBRATION_KIMG, left / per_kimg), 2)
+    hpo("train", str(spec), *sets, f"--set=kimg={kimg}", "--set=num_evals=8", "-o", str(work / "final"), log=log)
+    return export_train(work / "final", spec, ARMS[arm] | {"kimg": kimg, "num_evals": 8}, work / "model")
+
+
+def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) -> Path:
+    """An `hpo train` folder as an export (weights, spec, sampling), as `hpo run` exports its final run."""
+    from hpo.commands.export import Winner, write_export
+    from hpo.commands.train import BEST_WEIGHTS
+    from hpo.spec.loading import load_spec
+    from hpo.spec.sampling import SamplingConfig
+    from hpo.training.checkpoint import load_checkpoint
+    from hpo.training.data import load_data
+    from hpo.training.model import net_info
+
+    summary = json.loads((run / "summary.json").read_text())
+    sampling = SamplingConfig.from_dict(summary["sampling"])
+    spec = load_spec(spec_path, [f"train.{k}={v}" for k, v in params.items()])
+    winner = Winner(spec, sampling, net_info(spec.train, load_data(spec.data)), {"value": summary["value"]})
+    write_export(out, winner, load_checkpoint(run / BEST_WEIGHTS), written_by="benchmarks.run_budget")
+    return out
+
+
+def run_arm(folder: Path, budget_s: float, work: Path) -> Path:
+    hpo("run", str(folder), "--budget", duration(budget_s), "-o", str(work / "run"), "--image-size", "16",
+        "--threads", "1", log=work / "log.txt")  # fmt: skip
+    return work / "run" / "model"
+
+
+def score_export(model: Path, seeds: tuple[int, ...] = (0, 1)) -> list[float]:
+    """Classifier-FID of :data:`SCORE_SAMPLES` samples at the export's own sampling, once per seed."""
+    import dataclasses
+
+    import torch
+
+    from hpo.commands.export import read_export
+    from hpo.commands.sample import rebuild
+    from hpo.scoring.score import make_scorer, score
+    from hpo.training.data import load_data
+
+    winner, state = read_export(model)
+    data = load_data(winner.spec.data)
+    config = dataclasses.replace(winner.spec.score, num_samples=SCORE_SAMPLES)
+    scorer = make_scorer(config, data, device=torch.device("cpu"), cache_dir=winner.spec.data.cache_path / "scoring")
+    net = rebuild(winner, state)
+    frequencies = data.class_frequencies()
+    return [score(scorer, net, winner.sampling, class_frequencies=frequencies, seed=s).fid for s in seeds]
+
+
+def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any]:
+    work = WORK / f"{dataset}-{arm}-{int(budget_s)}-s{seed}"
+    if work.exists():
+        raise SystemExit(f"{work} exists: remove it to measure this arm again")
+    work.mkdir(parents=True)
+    folder = folder_of(dataset)
+    started = time.monotonic()
+    model = run_arm(folder, budget_s, work) if arm == "run" else train_arm(arm, folder, budget_s, work)
+    spent = time.monotonic() - started
+    values = score_export(model)
+    record: dict[str, Any] = {
+        "dataset": dataset, "arm": arm, "budget_s": budget_s, "seed": seed, "spent_s": round(spent, 1),
+        "fid": values, "mean": sum(values) / len(values), "sd": pair_sd(values[0], values[1]),
+        "samples": SCORE_SAMPLES, "sampling": json.loads((model / "sampling.json").read_text())["sampling"],
+    }  # fmt: skip
+    if arm == "run":
+        ledger = json.loads((model / "ledger.json").read_text())
+        record["ledger"] = {p["name"]: [round(p["planned_s"]), round(p["spent_s"]), p["state"]] for p in
+                            ledger["phases"]}  # fmt: skip
+        record["decisions"] = ledger["decisions"]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{dataset}-{arm}-{int(budget_s)}-s{seed}.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps({k: record[k] for k in ("dataset", "arm", "spent_s", "fid", "sd")}), flush=True)
+    return record
+
+
+def table() -> str:
+    records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+    rows = ["| dataset | budget | arm | seed | spent | classifier-FID (2 048, two draws) | sd of one value |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in records:
+        over = r["spent_s"] / r["budget_s"] - 1
+        rows.append(
+            f"| {r['dataset']} | {duration(r['budget_s'])} | {r['arm']} | {r['seed']} | {duration(r['spent_s'])} "
+            f"({over:+.0%}) | {r['mean']:.4g} ({', '.join(f'{v:.4g}' for v in r['fid'])}) | {r['sd']:.2g} |"
+        )
+    by = {(r["dataset"], r["budget_s"], r["arm"]): r for r in records if r["seed"] == 0}
+    for (dataset, budget, arm), r in sorted(by.items()):
+        if arm == "run":
+            continue
+        ours = by.get((dataset, budget, "run"))
+        if ours is not None:
+            sd = math.hypot(ours["sd"], r["sd"])
+            rows.append(f"\n{dataset}, {duration(budget)}: run − {arm} = {ours['mean'] - r['mean']:+.4g} (sd of the "
+                        f"difference {sd:.2g}; ratio {r['mean'] / ours['mean']:.2f}×)")  # fmt: skip
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", choices=("digits", "shapes", "photos"), default="digits")
+    parser.add_argument("--budget", default="10m")
+    parser.add_argument("--arms", default="hand,default,run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    if args.table:
+        print(table())
+        return
+    for arm in args.arms.split(","):
+        if arm not in (*ARMS, "run"):
+            raise SystemExit(f"unknown arm {arm!r}; expected hand, default or run")
+        measure(args.dataset, arm, parse_budget(args.budget), args.seed)
+
+
+if __name__ == "__main__":
+    main()
