@@ -29,7 +29,8 @@ BELOW = {
     "planning": {"doctor", "spec", "diffusion", "training", "errors", "files"},
     "companions": {"spec", "diffusion", "training", "scoring", "tracking", "service", "analysis", "errors", "files"},
     "report": {
-        "run", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "analysis", "errors", "files",
+        "run", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "analysis", "errors",
+        "files",
     },
 }  # fmt: skip
 TOP = {"commands", "cli", "__main__"}  # may import everything
