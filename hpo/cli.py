@@ -180,13 +180,17 @@ LocalGpusOpt = Annotated[
 ]
 
 
+ImagesArg = Annotated[Path, typer.Argument(help="a folder of images; subfolders are classes", show_default=False)]
+ImageSizeOpt = Annotated[
+    int | None, typer.Option(help="train at this size (default: the largest of 32/64/128/256 the images have)")
+]
+
+
 @command("init")
 def init_cmd(
-    images: Annotated[Path, typer.Argument(help="a folder of images; subfolders are classes", show_default=False)],
+    images: ImagesArg,
     out: Annotated[Path, typer.Option("--output", "-o", help="a spec file to write (YAML)", show_default=False)],
-    image_size: Annotated[
-        int | None, typer.Option(help="train at this size (default: the largest of 32/64/128/256 the images have)")
-    ] = None,
+    image_size: ImageSizeOpt = None,
     gpu_memory: Annotated[
         float | None, typer.Option("--gpu-memory", help="plan for a GPU with this many GB (default: this machine)")
     ] = None,
@@ -265,16 +269,14 @@ def _stop_during_startup(signum: int, frame: FrameType | None) -> None:
 
 @command("run")
 def run_cmd(
-    images: Annotated[Path, typer.Argument(help="a folder of images; subfolders are classes", show_default=False)],
+    images: ImagesArg,
     budget: Annotated[
         str, typer.Option("--budget", help="wall-clock time to spend, e.g. 8h, 90m, 1h30m", show_default=False)
     ],
     out: Annotated[
         Path | None, typer.Option("--output", "-o", help="the run's folder (default runs/FOLDER): re-run to continue")
     ] = None,
-    image_size: Annotated[
-        int | None, typer.Option(help="train at this size (default: the largest of 32/64/128/256 the images have)")
-    ] = None,
+    image_size: ImageSizeOpt = None,
     storage: Annotated[
         str | None, typer.Option("--storage", help="database URL (default: SQLite in the run's folder)")
     ] = None,

@@ -127,7 +127,7 @@ def run_budgeted(opts: RunOptions) -> None:
         try:
             for name in PHASES:
                 if run.ledger.phase(name).state in ("pending", "running"):
-                    print(f"[{name}] {run.ledger.status_line()}")
+                    print(f"[{name}] {name} ({PHASES.index(name) + 1}/{len(PHASES)}): {run.ledger.spent_line()}")
                     run_phases.PHASE_FUNCTIONS[name](run)
                     run.save()
         except KeyboardInterrupt:

@@ -124,19 +124,22 @@ class Ledger:
             decisions=Decisions(**raw.get("decisions", {})),
         )  # fmt: skip
 
+    def spent_line(self, now: float | None = None) -> str:
+        """``4m10s of 20m00s spent, ~15m50s left``: the run ends at its budget."""
+        spent = self.spent(now)
+        return (
+            f"{duration(spent)} of {duration(self.budget_s)} spent, ~{duration(max(0.0, self.budget_s - spent))} left"
+        )
+
     def status_line(self, now: float | None = None) -> str:
-        """Where the run is: its phase, spent of budget, and the time left (the run ends at its budget)."""
-        spent, phase = self.spent(now), self.current()
+        """Where the run is: its phase (running, or stopped until the command is run again) and its time."""
+        phase = self.current()
         if phase is None:
-            return (
-                f"hpo run: finished, {duration(spent)} of {duration(self.budget_s)} spent; model {self.decisions.model}"
-            )
+            spent = duration(self.spent(now))
+            return f"hpo run: finished, {spent} of {duration(self.budget_s)} spent; model {self.decisions.model}"
         where = f"{phase.name} ({PHASES.index(phase.name) + 1}/{len(PHASES)})"
         state = "running" if phase.running_since is not None else "stopped (re-run the same `hpo run` to continue)"
-        return (
-            f"hpo run: {where} {state}, {duration(spent)} of {duration(self.budget_s)} spent, "
-            f"~{duration(max(0.0, self.budget_s - spent))} left"
-        )
+        return f"hpo run: {where} {state}, {self.spent_line(now)}"
 
     def lines(self, now: float | None = None) -> list[str]:
         """One line per phase: state, spent of planned, note; then the total against the budget."""
