@@ -86,10 +86,10 @@ def test_a_finished_run_run_again_points_to_its_model_and_changes_nothing(images
 
 
 def test_plan_only_prints_each_phase_planned_within_the_budget_and_writes_nothing(images: Path, tmp_path: Path) -> None:
-    code, out, err = hpo_run(str(images), "--budget", "2h", "-o", str(tmp_path / "out"), "--plan-only")
+    code, out, err = hpo_run(str(images), "--budget", "8h", "-o", str(tmp_path / "out"), "--plan-only")
     assert code == 0, err
     lines = out.splitlines()
     for phase in PHASES:
         assert any(line.split()[:1] == [phase] for line in lines), out
-    assert "trials at most" in out and f"run it: hpo run {images} --budget 2h00m" in out
+    assert "trials at most" in out and f"run it: hpo run {images} --budget 8h00m" in out
     assert not (tmp_path / "out").exists()
