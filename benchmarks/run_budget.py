@@ -87,7 +87,9 @@ def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) 
     summary = json.loads((run / "summary.json").read_text())
     sampling = SamplingConfig.from_dict(summary["sampling"])
     spec = load_spec(spec_path, [f"train.{k}={v}" for k, v in params.items()])
-    winner = Winner(spec, sampling, net_info(spec.train, load_data(spec.data)), {"value": summary["value"]})
+    provenance = {"study": "benchmarks.run_budget", "trial": -1, "value": summary["value"],
+                  "metric_name": summary["metric_name"]}  # fmt: skip
+    winner = Winner(spec, sampling, net_info(spec.train, load_data(spec.data)), provenance)
     write_export(out, winner, load_checkpoint(run / BEST_WEIGHTS), written_by="benchmarks.run_budget")
     return out
 

@@ -118,6 +118,7 @@ RUN_ELSEWHERE = {
     "dashboard": "tests/e2e/test_report.py::test_dashboard_serves_the_study_and_its_page_loads",
     "tensorboard": "tests/e2e/test_tracking.py::test_hpo_tensorboard_serves_the_scalars_and_its_page_renders",
     "slurm": "tests/deploy/test_slurm.py::test_a_job_array_finishes_the_study_through_a_requeue_and_a_cancel",
+    "run": "tests/integration/test_run_process.py::test_a_run_stopped_and_killed_continues_to_a_model",
 }
 # The doctor on a spec `hpo init --gpu-memory` planned for a GPU (a 38M-parameter network: minutes per
 # check on this CPU) is this test's job, on bikes128.yaml, init's output for a GPU.

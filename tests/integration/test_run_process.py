@@ -56,7 +56,7 @@ def wait_until(proc: subprocess.Popen[str], ready: Any, what: str, timeout: floa
         time.sleep(0.5)
 
 
-def test_a_run_stopped_in_its_search_and_killed_in_its_final_run_continues_to_a_model(tmp_path: Path) -> None:
+def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     folder, out = digits_folder(tmp_path), tmp_path / "run"
     first = start(folder, out, tmp_path)
     wait_until(first, lambda: phase_state(out, "search") == "running" and (out / "hpo.db").exists(), "the search")
