@@ -20,7 +20,7 @@ from benchmarks.folders import write_folder
 from hpo.training.data import read_digits
 from tests.service_helpers import hpo, hpo_env
 
-BUDGET_S = 300.0
+BUDGET_S = 480.0  # the plan's minimum here is ~5 min when two test processes share the 2 cores
 
 
 def digits_folder(root: Path, per_class: int = 100) -> Path:
@@ -32,7 +32,7 @@ def digits_folder(root: Path, per_class: int = 100) -> Path:
 
 def start(folder: Path, out: Path, cwd: Path) -> subprocess.Popen[str]:
     env = {**hpo_env(), "OMP_NUM_THREADS": "1"}
-    argv = [sys.executable, "-m", "hpo", "run", str(folder), "--budget", "5m", "-o", str(out), "--threads", "1"]
+    argv = [sys.executable, "-m", "hpo", "run", str(folder), "--budget", "8m", "-o", str(out), "--threads", "1"]
     return subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # fmt: skip
 
@@ -45,7 +45,7 @@ def phase_state(out: Path, name: str) -> str:
     return next((p["state"] for p in ledger(out).get("phases", []) if p["name"] == name), "pending")
 
 
-def wait_until(proc: subprocess.Popen[str], ready: Any, what: str, timeout: float = 400) -> None:
+def wait_until(proc: subprocess.Popen[str], ready: Any, what: str, timeout: float = 600) -> None:
     end = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None:
