@@ -301,9 +301,11 @@ def run_cmd(
 
     logs()
     set_threads(threads)
-    run_budgeted(
-        RunOptions(images, budget, out, image_size, storage, workers, threads, gpus, plan_only, doctor=not skip_doctor)
-    )
+    opts = RunOptions(
+        images=images, budget=budget, out=out, image_size=image_size, storage=storage, workers=workers,
+        threads=threads, gpus=gpus, plan_only=plan_only, doctor=not skip_doctor,
+    )  # fmt: skip
+    run_budgeted(opts)
 
 
 @command("worker")

@@ -89,6 +89,13 @@ def summary(plan: Plan, out: Path, *, timed: str | None) -> list[str]:
     ]
 
 
+def require_folder(images: Path) -> Path:
+    """``images`` if it is a folder; else one line naming it and what to give instead."""
+    if not images.is_dir():
+        raise HpoError(f"{images}: not a folder; give the folder of images (subfolders are classes)")
+    return images
+
+
 def run_init(
     images: Path,
     out: Path,
@@ -101,8 +108,7 @@ def run_init(
     """Check ``out`` first (an existing spec is overwritten only with ``force``), survey the folder,
     plan, write the spec, load it back as `hpo launch` will; returns the summary lines."""
     output_file(out, example="spec.yaml", force=force)
-    if not images.is_dir():
-        raise HpoError(f"{images}: not a folder; give the folder of images (subfolders are classes)")
+    require_folder(images)
     survey = survey_folder(images)
     machine = this_machine(gpu_memory_gb)
     study = name or default_name(images, choose_image_size(survey, image_size))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from hpo.commands.init import require_folder
 from hpo.commands.outputs import make_folder, output_folder, write_output
 from hpo.errors import HpoError
 from hpo.run.budget import duration, parse_budget
@@ -23,7 +24,7 @@ from hpo.service.urls import resolve_url
 TICK_SECONDS = 5.0  # the ledger banks spent time this often: a kill loses at most this much of the count
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     images: Path
     budget: str  # as typed: 8h, 90m, 1h30m
@@ -91,18 +92,13 @@ def resumed_ledger(opts: RunOptions, out: Path, budget_s: float) -> Ledger | Non
     return ledger
 
 
-def check_images(images: Path) -> None:
-    if not images.is_dir():
-        raise HpoError(f"{images}: not a folder; give the folder of images (subfolders are classes)")
-
-
 def run_budgeted(opts: RunOptions) -> None:
     """Check the input, then run (or continue) every phase not done; Ctrl-C or SIGTERM stops it with
     the ledger saved, and the same command continues it."""
     from hpo.commands import run_phases
 
     budget_s = parse_budget(opts.budget)
-    check_images(opts.images)
+    require_folder(opts.images)
     out = run_folder(opts)
     if opts.plan_only:
         for line in run_phases.plan_only(opts, budget_s, out):
