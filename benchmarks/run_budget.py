@@ -6,14 +6,16 @@ the machine alike):
 - ``hand``: the seed person's settings (Adam lr 4e-4, batch 32, T = 500, linear) on `hpo init`'s
   network, trained for what the budget buys (`hpo train`, its kimg calibrated by a 2-kimg run first);
 - ``default``: the quickstart study's winner (lr 5.2e-3, batch 32, T = 1000, linear), no search;
-- ``run``: `hpo run FOLDER --budget B`.
+- ``run``: `hpo run FOLDER --budget B --workers 1 --threads 1` at the default split (35/10 of search /
+  decide); ``run-20/10``-style arms at another split.
 
 Each arm's model is scored the same way: classifier-FID of 2 048 samples at the arm's own best sampling
-combination, drawn twice with disjoint noise (seeds 0 and 1); the sd of one value is the two draws'
-pair sd, and the sd of a difference between two arms is √(sd_a² + sd_b²) (independent models). With
-one training seed per arm that is sampling noise only: it says nothing of the spread between seeds.
+combination, drawn twice with disjoint noise (seeds 0 and 1). ``--seed`` is the training seed (and the
+study sampler's for ``run``). An arm's value is its mean over training seeds; the sd of a difference
+between two arms is √(s_a²/n_a + s_b²/n_b), s the sd between an arm's seeds (models trained apart are
+independent, so nothing pairs them): seed-to-seed spread, the sampling noise included.
 
-Usage: python -m benchmarks.run_budget --dataset digits --budget 10m --arms hand,run [--seed 0]
+Usage: python -m benchmarks.run_budget --dataset digits --budget 10m --arms hand,run,run-20/10 [--seed 0]
        python -m benchmarks.run_budget --table     (every record, as markdown)
 Records: benchmarks/results/run_budget/DATASET-ARM-BUDGET-sSEED.json; work in ~/.cache/hpo-bench/run_budget."""
 
@@ -58,11 +60,11 @@ def folder_of(dataset: str) -> Path:
     return folder
 
 
-def train_arm(arm: str, folder: Path, budget_s: float, work: Path) -> Path:
+def train_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) -> Path:
     """`hpo init`'s spec with the arm's settings, trained for the budget; its export folder."""
     log, spec = work / "log.txt", work / "spec.yaml"
     hpo("init", str(folder), "-o", str(spec), "--image-size", "16", "--force", log=log)
-    sets = [f"--set={k}={v}" for k, v in ARMS[arm].items()] + ["--threads=1"]
+    sets = [f"--set={k}={v}" for k, v in ARMS[arm].items()] + [f"--set=seed={seed}", "--threads=1"]
     started = time.monotonic()
     hpo("train", str(spec), *sets, f"--set=kimg={CALIBRATION_KIMG}", "--set=num_evals=1", "-o", str(work / "calib"),
         log=log)  # fmt: skip
@@ -94,9 +96,10 @@ def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) 
     return out
 
 
-def run_arm(folder: Path, budget_s: float, work: Path) -> Path:
+def run_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) -> Path:
+    split = arm.removeprefix("run-") if arm.startswith("run-") else "35/10"
     hpo("run", str(folder), "--budget", duration(budget_s), "-o", str(work / "run"), "--image-size", "16",
-        "--threads", "1", log=work / "log.txt")  # fmt: skip
+        "--threads", "1", "--workers", "1", "--seed", str(seed), "--split", split, log=work / "log.txt")  # fmt: skip
     return work / "run" / "model"
 
 
@@ -121,13 +124,15 @@ def score_export(model: Path, seeds: tuple[int, ...] = (0, 1)) -> list[float]:
 
 
 def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any]:
-    work = WORK / f"{dataset}-{arm}-{int(budget_s)}-s{seed}"
+    name = f"{dataset}-{arm.replace('/', '_')}-{int(budget_s)}-s{seed}"
+    work = WORK / name
     if work.exists():
         raise SystemExit(f"{work} exists: remove it to measure this arm again")
     work.mkdir(parents=True)
     folder = folder_of(dataset)
     started = time.monotonic()
-    model = run_arm(folder, budget_s, work) if arm == "run" else train_arm(arm, folder, budget_s, work)
+    is_run = arm.startswith("run")
+    model = run_arm(arm, folder, budget_s, work, seed) if is_run else train_arm(arm, folder, budget_s, work, seed)
     spent = time.monotonic() - started
     values = score_export(model)
     record: dict[str, Any] = {
@@ -135,36 +140,47 @@ def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any
         "fid": values, "mean": sum(values) / len(values), "sd": pair_sd(values[0], values[1]),
         "samples": SCORE_SAMPLES, "sampling": json.loads((model / "sampling.json").read_text())["sampling"],
     }  # fmt: skip
-    if arm == "run":
+    if is_run:
         ledger = json.loads((model / "ledger.json").read_text())
         record["ledger"] = {p["name"]: [round(p["planned_s"]), round(p["spent_s"]), p["state"]] for p in
                             ledger["phases"]}  # fmt: skip
         record["decisions"] = ledger["decisions"]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{dataset}-{arm}-{int(budget_s)}-s{seed}.json").write_text(json.dumps(record, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: record[k] for k in ("dataset", "arm", "spent_s", "fid", "sd")}), flush=True)
     return record
 
 
+def arm_stats(records: list[dict[str, Any]]) -> tuple[float, float, int]:
+    """(mean over training seeds, sd between them, seeds); one seed: its two draws' sampling sd."""
+    means = [r["mean"] for r in records]
+    if len(means) == 1:
+        return means[0], records[0]["sd"], 1
+    mean = sum(means) / len(means)
+    return mean, math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1)), len(means)
+
+
 def table() -> str:
     records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-    rows = ["| dataset | budget | arm | seed | spent | classifier-FID (2 048, two draws) | sd of one value |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    groups: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
     for r in records:
-        over = r["spent_s"] / r["budget_s"] - 1
-        rows.append(
-            f"| {r['dataset']} | {duration(r['budget_s'])} | {r['arm']} | {r['seed']} | {duration(r['spent_s'])} "
-            f"({over:+.0%}) | {r['mean']:.4g} ({', '.join(f'{v:.4g}' for v in r['fid'])}) | {r['sd']:.2g} |"
-        )
-    by = {(r["dataset"], r["budget_s"], r["arm"]): r for r in records if r["seed"] == 0}
-    for (dataset, budget, arm), r in sorted(by.items()):
-        if arm == "run":
+        groups.setdefault((r["dataset"], r["budget_s"], r["arm"]), []).append(r)
+    rows = ["| dataset | budget | arm | seeds | spent (worst) | classifier-FID per seed (2 048, mean of 2 draws) "
+            "| mean | sd between seeds |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for (dataset, budget, arm), rs in sorted(groups.items()):
+        mean, sd, n = arm_stats(rs)
+        worst = max(r["spent_s"] for r in rs)
+        per_seed = ", ".join(f"{r['mean']:.4g}" for r in rs)
+        rows.append(f"| {dataset} | {duration(budget)} | {arm} | {n} | {duration(worst)} ({worst / budget - 1:+.0%}) "
+                    f"| {per_seed} | {mean:.4g} | {sd:.2g} |")  # fmt: skip
+    for (dataset, budget, arm), rs in sorted(groups.items()):
+        ours = groups.get((dataset, budget, "run"))
+        if arm == "run" or ours is None:
             continue
-        ours = by.get((dataset, budget, "run"))
-        if ours is not None:
-            sd = math.hypot(ours["sd"], r["sd"])
-            rows.append(f"\n{dataset}, {duration(budget)}: run − {arm} = {ours['mean'] - r['mean']:+.4g} (sd of the "
-                        f"difference {sd:.2g}; ratio {r['mean'] / ours['mean']:.2f}×)")  # fmt: skip
+        (m_a, s_a, n_a), (m_b, s_b, n_b) = arm_stats(ours), arm_stats(rs)
+        sd = math.sqrt(s_a**2 / n_a + s_b**2 / n_b)
+        rows.append(f"\n{dataset}, {duration(budget)}: run − {arm} = {m_a - m_b:+.4g} (sd of the difference {sd:.2g}, "
+                    f"{n_a} and {n_b} seeds); {arm} / run = {m_b / m_a:.2f}×")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -180,8 +196,8 @@ def main() -> None:
         print(table())
         return
     for arm in args.arms.split(","):
-        if arm not in (*ARMS, "run"):
-            raise SystemExit(f"unknown arm {arm!r}; expected hand, default or run")
+        if arm not in (*ARMS, "run") and not arm.startswith("run-"):
+            raise SystemExit(f"unknown arm {arm!r}; expected hand, default, run or run-SEARCH/DECIDE")
         measure(args.dataset, arm, parse_budget(args.budget), args.seed)
 
 

@@ -289,6 +289,11 @@ def run_cmd(
     skip_doctor: Annotated[
         bool, typer.Option("--skip-doctor", help="start the search without the `hpo doctor --fast` checks")
     ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="the study sampler's and every trial's training seed")] = 0,
+    split: Annotated[
+        str,
+        typer.Option("--split", help="percent of the budget for the search / the decision; the final run the rest"),
+    ] = "35/10",
 ) -> None:
     """From a folder of images to a trained, exported model within a time budget.
 
@@ -297,13 +302,15 @@ def run_cmd(
     left), its sampling sweep, and the export, with a ledger of planned and spent time per phase. Ctrl-C stops
     it; the same command continues it."""
     from hpo.commands.run import RunOptions, run_budgeted
+    from hpo.run.split import parse_split
     from hpo.training.runtime import set_threads
 
     logs()
     set_threads(threads)
     opts = RunOptions(
         images=images, budget=budget, out=out, image_size=image_size, storage=storage, workers=workers,
-        threads=threads, gpus=gpus, plan_only=plan_only, doctor=not skip_doctor,
+        threads=threads, gpus=gpus, plan_only=plan_only, doctor=not skip_doctor, seed=seed,
+        split=parse_split(split),
     )  # fmt: skip
     run_budgeted(opts)
 

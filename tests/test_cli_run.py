@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hpo.run.budget import parse_budget
 from hpo.run.ledger import PHASES, RUN_FILE, Ledger, save_ledger
 from tests.cli import run_cli
 from tests.images import write_images
@@ -92,4 +93,39 @@ def test_plan_only_prints_each_phase_planned_within_the_budget_and_writes_nothin
     for phase in PHASES:
         assert any(line.split()[:1] == [phase] for line in lines), out
     assert "trials at most" in out and f"run it: hpo run {images} --budget 8h00m" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_only_with_a_seed_and_a_split_plans_that_split_and_says_the_command_that_runs_it(
+    images: Path, tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = hpo_run(
+        str(images), "--budget", "8h", "-o", str(out_dir), "--plan-only", "--seed", "3", "--split", "20/10",
+        "--image-size", "16",
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"run it: hpo run {images} --budget 8h00m -o {out_dir} --image-size 16 --seed 3 --split 20/10" in out
+    search, decide = (parse_budget(line.split()[4]) for line in out.splitlines()
+                      if line.split()[:1] in (["search"], ["decide"]))  # fmt: skip
+    assert search == pytest.approx(2 * decide, rel=0.02), out
+
+
+def test_a_seeded_run_seeds_its_study_sampler_and_every_trials_training(images: Path) -> None:
+    from hpo.commands.run import RunOptions
+    from hpo.commands.run_phases import make_plan
+    from hpo.spec.loading import load_spec
+
+    opts = RunOptions(images=images, budget="8h", out=None, image_size=16, storage=None, workers=None, threads=1,
+                      seed=3)  # fmt: skip
+    *_, text = make_plan(opts, 8 * 3600, 0.0)
+    spec_file = images.parent / "seeded.yaml"
+    spec_file.write_text(text)
+    spec = load_spec(spec_file)
+    assert spec.train.seed == 3 and spec.sampler.seed == 3
+
+
+def test_a_split_that_leaves_no_final_run_is_one_line_and_creates_nothing(images: Path, tmp_path: Path) -> None:
+    code, _, err = hpo_run(str(images), "--budget", "8h", "-o", str(tmp_path / "out"), "--split", "60/30")
+    one_line_error(code, err, "--split '60/30'", "e.g. --split 35/10")
     assert not (tmp_path / "out").exists()

@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -19,6 +19,7 @@ from hpo.commands.outputs import make_folder, output_folder, write_output
 from hpo.errors import HpoError
 from hpo.run.budget import duration, parse_budget
 from hpo.run.ledger import PHASES, Ledger, load_ledger, save_ledger
+from hpo.run.split import Split
 from hpo.service.urls import resolve_url
 
 TICK_SECONDS = 5.0  # the ledger banks spent time this often: a kill loses at most this much of the count
@@ -36,6 +37,8 @@ class RunOptions:
     gpus: str = "all"
     plan_only: bool = False
     doctor: bool = True  # False: --skip-doctor, the preflight is skipped
+    seed: int = 0  # the study sampler's and the trainer's seed
+    split: Split = field(default_factory=Split)  # shares of search and decision; a new run's plan only
 
 
 @dataclass

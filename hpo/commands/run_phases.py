@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 SPEC_FILE = "spec.yaml"
 FINAL, MODEL, REPORT = "final", "model", "report.html"
 PREFLIGHT_SECONDS = 60.0  # planned for `hpo doctor --fast` (measured ~20-40 s on 2 CPU cores at 16-32 px)
-SPLIT = Split()  # 35 / 10 / 55 of search / decide / final: the issue's middle split, not yet benchmarked
 
 
 def new_ledger(opts: RunOptions, budget_s: float) -> Ledger:
@@ -100,13 +99,13 @@ def make_plan(opts: RunOptions, budget_s: float, spent_s: float) -> tuple[Plan, 
     from hpo.planning.spec_yaml import plan_yaml
     from hpo.spec.loading import load_spec
 
-    plan = first_plan(opts)
+    plan = dataclasses.replace(first_plan(opts), seed=opts.seed)
     data_path = str(opts.images.resolve())
     with tempfile.TemporaryDirectory() as tmp:
         path = write_output(Path(tmp) / SPEC_FILE, plan_yaml(plan, data_path))
         costs = measure(load_spec(path), plan)
         overhead = spent_s + PREFLIGHT_SECONDS
-        search = plan_search(costs, SPLIT, left_s=budget_s - overhead, budget_s=budget_s, overhead_s=overhead)
+        search = plan_search(costs, opts.split, left_s=budget_s - overhead, budget_s=budget_s, overhead_s=overhead)
         plan = sized_plan(plan, search)
         text = plan_yaml(plan, data_path)
         load_spec(write_output(path, text))  # what will be written loads and validates
@@ -146,7 +145,19 @@ def plan_run(opts: RunOptions, budget_s: float) -> tuple[Ledger, str, list[str]]
 def plan_only(opts: RunOptions, budget_s: float, out: Path) -> list[str]:
     """What ``--plan-only`` prints: the plan and the ledger it would start with; nothing is written."""
     _, _, lines = plan_run(opts, budget_s)
-    return [*lines, f"run it: hpo run {opts.images} --budget {duration(budget_s)} -o {out}"]
+    return [*lines, f"run it: {command_line(opts, budget_s, out)}"]
+
+
+def command_line(opts: RunOptions, budget_s: float, out: Path) -> str:
+    """The ``hpo run`` command that runs (or continues) this run: every option that shapes the plan."""
+    given = {
+        "--image-size": opts.image_size, "--storage": opts.storage, "--workers": opts.workers,
+        "--threads": opts.threads, "--gpus": None if opts.gpus == "all" else opts.gpus,
+        "--seed": opts.seed or None, "--split": None if opts.split == Split() else opts.split.words(),
+    }  # fmt: skip
+    options = "".join(f" {k} {v}" for k, v in given.items() if v is not None)
+    skip = "" if opts.doctor else " --skip-doctor"
+    return f"hpo run {opts.images} --budget {duration(budget_s)} -o {out}{options}{skip}"
 
 
 def plan_planned(ledger: Ledger, plan_s: float, search: SearchPlan) -> None:

@@ -118,6 +118,7 @@ class Plan:
     scoring: Scoring
     search: SearchPlan
     n_trials: int
+    seed: int = 0  # the study sampler's and the trainer's seed (`hpo run --seed`)
 
 
 def choose_image_size(survey: FolderSurvey, requested: int | None) -> int:

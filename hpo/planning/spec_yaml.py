@@ -111,6 +111,7 @@ def train(plan: Plan) -> list[str]:
         ("lr_schedule", "cosine", "decays to lr_floor at the budget's end: short runs rank more like long ones"),
         ("ema_halflife_kimg", _small(b.kimg / 20), "EMA half-life: 1/20 of a trial (the bikes spec's 50 of 1000)"),
         ("val_images", min(256 if gpu else 128, plan.n_val), "held-out images in the validation metric"),
+        *([("seed", plan.seed, "weights, batches and noise of every trial")] if plan.seed else []),
     ])  # fmt: skip
 
 
@@ -162,10 +163,11 @@ def sampler_and_pruner(plan: Plan) -> list[str]:
     gpu = plan.machine.kind == "gpu"
     sampler: list[Entry] = (
         [("name", "tpe", "parallel GPU workers: TPE's constant liar keeps them apart"),
-         ("n_startup_trials", 8, "random trials before TPE models the space")]
+         ("n_startup_trials", 8, "random trials before TPE models the space"),
+         *([("seed", plan.seed, "each worker offsets it")] if plan.seed else [])]
         if gpu else
         [("name", "auto", "auto: tpe beside a pruner, gp without one (docs/spec.md \"Samplers\")"),
-         ("seed", 0, "each worker offsets it, so workers do not propose the same trial")]
+         ("seed", plan.seed, "each worker offsets it, so workers do not propose the same trial")]
     )  # fmt: skip
     return [
         *section("sampler", "how trials choose parameters", sampler),

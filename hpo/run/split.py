@@ -35,6 +35,22 @@ class Split:
     def final(self) -> float:
         return 1.0 - self.search - self.decide
 
+    def words(self) -> str:
+        return f"{self.search * 100:g}/{self.decide * 100:g}"
+
+
+def parse_split(text: str) -> Split:
+    """``35/10`` (percent of the budget for the search and the decision; the final run takes the rest)."""
+    parts = text.strip().split("/")
+    fix = "give the search's and the decision's percent of the budget, e.g. --split 35/10"
+    try:
+        search, decide = (float(p) / 100 for p in parts)
+    except ValueError:
+        raise HpoError(f"--split {text!r}: not two percentages; {fix}") from None
+    if not (search > 0 and decide >= 0 and search + decide <= 0.8):
+        raise HpoError(f"--split {text!r}: the search needs more than 0 % and the final run at least 20 %; {fix}")
+    return Split(search, decide)
+
 
 @dataclass(frozen=True)
 class Costs:
