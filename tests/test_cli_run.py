@@ -129,3 +129,12 @@ def test_a_split_that_leaves_no_final_run_is_one_line_and_creates_nothing(images
     code, _, err = hpo_run(str(images), "--budget", "8h", "-o", str(tmp_path / "out"), "--split", "60/30")
     one_line_error(code, err, "--split '60/30'", "e.g. --split 35/10")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None:
+    from hpo.analysis.record import TrialRecord
+    from hpo.commands.run_phases import trained_words
+
+    curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
+    assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
+    assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"

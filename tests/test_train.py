@@ -210,6 +210,33 @@ def test_may_save_is_asked_before_each_save_and_refusing_stops_the_run(digits8: 
     assert torch.load(ckpt, weights_only=True)["step"] == cfg.eval_steps()[0]
 
 
+def test_a_deadline_ends_training_when_one_more_interval_as_long_as_the_last_would_pass_it() -> None:
+    import time
+
+    from hpo.commands.train import Deadline
+
+    now = time.time()
+    assert not Deadline(at=now + 10, last=now - 3)()  # 3 s intervals, 10 s left: one more fits
+    assert Deadline(at=now + 2, last=now - 3)()  # 2 s left: the next 3 s interval would pass it
+
+
+def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_weights(
+    digits8: ImageData, tmp_path: Path
+) -> None:
+    cfg = tiny_config(kimg=3, batch_size=32, num_evals=3)
+    ckpt = tmp_path / "ckpt.pt"
+    asked: list[int] = []
+
+    def after_the_second_point() -> bool:
+        asked.append(torch.load(ckpt, weights_only=True)["step"])
+        return len(asked) == 2
+
+    result = train(cfg, digits8, end_early=after_the_second_point, checkpoint=ckpt)
+    assert asked == list(cfg.eval_steps()[:2])  # asked once per point, after its save; never after the last
+    assert result.steps == cfg.eval_steps()[1] and [p.index for p in result.history] == [1, 2]
+    assert torch.load(ckpt, weights_only=True)["step"] == result.steps
+
+
 @pytest.mark.parametrize("schedule", ["cosine", "linear"])
 def test_a_decaying_lr_schedule_reaches_its_floor_at_the_budgets_last_step(schedule: str) -> None:
     from hpo.training.trainer import lr_at

@@ -338,7 +338,9 @@ def final(run: Run) -> None:
     print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
           f"checkpoints, for ~{duration(ledger.phase('final').planned_s)}")  # fmt: skip
     overrides = [f"train.kimg={decisions.final_kimg}", f"train.num_evals={decisions.final_num_evals}"]
-    run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url)
+    deadline = time.time() + ledger.left() - ledger.planned_after("final")
+    run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url,
+              deadline=deadline)  # fmt: skip
     summary = summary_of(run)
     ledger.tick()
     sweep_s = min(summary.number("score_seconds"), ledger.phase("final").spent_s)
@@ -348,11 +350,21 @@ def final(run: Run) -> None:
     decisions.floor = float((summary.attrs.get(FLOOR_ATTR) or {}).get("score", float("nan")))
     decisions.stop = str((summary.attrs.get(STOP_ATTR) or {}).get("text", ""))
     stop_kind = str((summary.attrs.get(STOP_ATTR) or {}).get("kind", ""))
-    ledger.finish("final", note=f"#{decisions.winner} at {decisions.final_kimg:g} kimg; stop verdict: {stop_kind}")
+    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, decisions.final_kimg or 0.0)}; stop "
+                                f"verdict: {stop_kind}")  # fmt: skip
     words = summary.sampling.words if summary.sampling else "?"
     combos = summary.attrs.get("combinations")
     ledger.finish("sweep", note=f"{combos} combinations: {decisions.metric} {decisions.value:.4g} at {words}")
     publish(run, study)
+
+
+def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
+    """``at 45.7 kimg``, or where the deadline ended it: ``ended by the deadline at 30.2 of 45.7 kimg``."""
+    curve = summary.attrs.get("curve") or {}
+    reached = float(curve[max(curve, key=int)]["kimg"]) if curve else planned_kimg
+    if reached >= planned_kimg * 0.999:
+        return f"at {planned_kimg:g} kimg"
+    return f"ended by the deadline at {reached:g} of {planned_kimg:g} kimg"
 
 
 def require_metric(study: optuna.Study) -> str:

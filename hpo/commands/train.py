@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,17 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:
 
 
 def run_train(
-    spec_path: Path | None, overrides: list[str], out: Path, *, source: str | None = None, storage: str | None = None
+    spec_path: Path | None,
+    overrides: list[str],
+    out: Path,
+    *,
+    source: str | None = None,
+    storage: str | None = None,
+    deadline: float | None = None,
 ) -> None:
-    """Train and score one configuration into the run folder ``out`` (checked before anything is loaded)."""
+    """Train and score one configuration into the run folder ``out`` (checked before anything is loaded);
+    with ``deadline`` (``time.time()``), training ends at the last evaluation point before it that
+    leaves room for one more interval as long as the last one."""
     output_folder(out, holds="the run's grids, checkpoint and logs")
     overrides, fixed_sampling = split_overrides(overrides)
     spec, params, known_best = _spec_and_params(spec_path, overrides, source=source, storage=storage)
@@ -84,7 +93,8 @@ def run_train(
     )  # fmt: skip
     if known_best is not None and not fixed_sampling:
         watch = SamplingConfig.from_dict(known_best)
-    summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch)
+    end_early = None if deadline is None else Deadline(deadline)
+    summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, end_early=end_early)
     write_output(out / "summary.json", json.dumps(summary, indent=2))
     print(json.dumps(summary))
 
@@ -123,6 +133,19 @@ def _configs(
 
 
 @dataclass
+class Deadline:
+    """True at an evaluation point when one more interval as long as the last one would pass ``at``."""
+
+    at: float  # time.time() by which training must have ended
+    last: float = field(default_factory=time.time)
+
+    def __call__(self) -> bool:
+        now = time.time()
+        interval, self.last = now - self.last, now
+        return now + interval > self.at
+
+
+@dataclass
 class _Progress:
     """At each evaluation point: the watched combination's score, copy share and gap, added to the
     point's metrics, logged, kept in ``curve`` (keyed by the point's index) and sent to the trackers."""
@@ -158,6 +181,7 @@ def _train_and_score(
     params: Mapping[str, Any],
     out: Path,
     watch: SamplingConfig,
+    end_early: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """The shared train-and-score path, with the score, copy share and generalisation gap measured at
     every evaluation point (at ``watch``, one sampling combination); then say when to stop."""
@@ -170,12 +194,14 @@ def _train_and_score(
     _log_floor(probe.floor, metric)
     snapshots = out / "ema" if cfg.ema_profiles else None
     progress = _Progress(probe, runs, watch, snapshots, metric, cfg.num_evals)
-    scored = _train(cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out)
+    scored = _train(
+        cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early
+    )
     _print_sweep(scored, metric, probe.floor, snapshots)
-    noise = _score_noise(scored, progress, cfg)
+    noise = _score_noise(scored, progress)
     verdict = stop_verdict(points_from_curve(progress.curve), noise=noise, copy_floor=copy_floor_of(probe.floor))
     print(f"stop verdict: {verdict.text}")
-    _print_run_notes(scored.result, data, cfg)
+    _print_run_notes(scored.result, data)
     grid = _save_samples(scored, spec.score.grid_size, data.class_names, out)
     _save_weights(scored, out / BEST_WEIGHTS)
     runs.on_result(scored.tracker_metrics(probe.floor.score), {}, scored.result.steps)
@@ -203,13 +229,14 @@ def _train(
     combos: list[SamplingConfig],
     progress: _Progress,
     out: Path,
+    end_early: Callable[[], bool] | None,
 ) -> Scored:
     """Train (measuring ``progress`` at every evaluation point) and score every combination; a run
     that diverges closes its trackers and stops with advice."""
     try:
         training = functools.partial(
             train, cfg, data, on_eval=progress, on_sync=progress.runs.on_sync, checkpoint=out / "checkpoint.pt",
-            snapshot_dir=progress.snapshots,
+            snapshot_dir=progress.snapshots, end_early=end_early,
         )  # fmt: skip
         return train_and_score(training, data, scorer, combos, sweep)
     except TrainingAborted as err:
@@ -227,23 +254,24 @@ def _print_sweep(scored: Scored, metric: str, floor: Floor, snapshots: Path | No
         print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")
 
 
-def _score_noise(scored: Scored, progress: _Progress, cfg: TrainConfig) -> float:
+def _score_noise(scored: Scored, progress: _Progress) -> float:
     """The score's standard deviation from one pair: the last evaluation point's score and the final
     weights scored again at the watched combination with other seeds."""
     last = weights_at(scored.result.model, progress.snapshots, progress.watch)
     frequencies = progress.probe.data.class_frequencies()
     again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1)["score"]
-    return pair_sd(again, progress.curve[str(cfg.num_evals)]["score"])
+    return pair_sd(again, progress.curve[max(progress.curve, key=int)]["score"])
 
 
-def _print_run_notes(result: TrainResult, data: ImageData, cfg: TrainConfig) -> None:
+def _print_run_notes(result: TrainResult, data: ImageData) -> None:
     """The hardware line and the doctor's rule of thumb for when this dataset starts being copied."""
     if result.hardware is not None:
         print(f"hardware: {result.hardware.line()}")
     images = int(data.train_images.shape[0])
     print(
         f"the doctor's rule of thumb expects copying after about {supported_kimg(images):g} kimg "
-        f"({images} training images × {EPOCHS_BEFORE_MEMORISING} epochs); this run trained {cfg.kimg:g} kimg"
+        f"({images} training images × {EPOCHS_BEFORE_MEMORISING} epochs); this run trained "
+        f"{result.images_seen / 1000:g} kimg"
     )
 
 

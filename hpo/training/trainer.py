@@ -329,6 +329,7 @@ def train(
     on_sync: OnSync | None = None,
     should_stop: Callable[[], bool] | None = None,
     may_save: Callable[[], bool] | None = None,
+    end_early: Callable[[], bool] | None = None,
     checkpoint: Path | None = None,
     snapshot_dir: Path | None = None,
 ) -> TrainResult:
@@ -340,6 +341,8 @@ def train(
     ``may_save``, a check too slow for every step (a database query), is asked before every save
     too: False raises TrainingStopped. With ``config.ema_profiles``, each power EMA is saved to
     ``snapshot_dir`` at ``config.snapshot_steps()`` (a resumed run finds the earlier ones there).
+    ``end_early`` is asked after every evaluation point but the last, once it is saved and reported:
+    True ends the run there, with that point's weights (a deadline; the result's ``steps`` says where).
     """
     if config.ema_profiles and snapshot_dir is None:
         raise ValueError("train.ema_profiles is set: pass snapshot_dir, where the post-hoc EMA snapshots go")
@@ -355,7 +358,8 @@ def train(
         def save_allowed() -> bool:
             return not stop() and (may_save is None or may_save())
 
-        return _run(trainer, on_eval, on_sync, stop, save_allowed, checkpoint, snapshot_dir)
+        end = end_early or (lambda: False)
+        return _run(trainer, on_eval, on_sync, stop, save_allowed, end, checkpoint, snapshot_dir)
 
 
 def _run(
@@ -364,6 +368,7 @@ def _run(
     on_sync: OnSync | None,
     should_stop: Callable[[], bool],
     may_save: Callable[[], bool],
+    end_early: Callable[[], bool],
     checkpoint: Path | None,
     snapshot_dir: Path | None,
 ) -> TrainResult:
@@ -400,6 +405,9 @@ def _run(
                 atomic_save(trainer.state(), checkpoint)
             if on_eval is not None:
                 on_eval(point, trainer.ema_model)
+            if trainer.step < cfg.total_steps and end_early():
+                log.info("ended early at evaluation point %d of %d (step %d)", point.index, cfg.num_evals, trainer.step)
+                break
     seconds = time.perf_counter() - started
     images = (trainer.step - start_step) * cfg.batch_size
     return TrainResult(
