@@ -349,6 +349,7 @@ def final(run: Run) -> None:
     decisions.value, decisions.metric = summary.number(VALUE_ATTR), require_metric(study)
     decisions.floor = float((summary.attrs.get(FLOOR_ATTR) or {}).get("score", float("nan")))
     decisions.stop = str((summary.attrs.get(STOP_ATTR) or {}).get("text", ""))
+    decisions.bigger = bigger_budget(summary, decisions.metric)
     stop_kind = str((summary.attrs.get(STOP_ATTR) or {}).get("kind", ""))
     ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, decisions.final_kimg or 0.0)}; stop "
                                 f"verdict: {stop_kind}")  # fmt: skip
@@ -365,6 +366,23 @@ def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
     if reached >= planned_kimg * 0.999:
         return f"at {planned_kimg:g} kimg"
     return f"ended by the deadline at {reached:g} of {planned_kimg:g} kimg"
+
+
+def bigger_budget(summary: TrialRecord, metric: str) -> str:
+    """What a budget that trains twice as long would buy: the final run's own curve, power law fitted
+    and forecast at twice its kimg. Optimistic: its earlier points were at a learning rate the cosine
+    schedule had not yet decayed, so the fit is steeper than a ladder of separate runs measures."""
+    from hpo.analysis.stopping import forecast, points_from_curve
+
+    points = points_from_curve(summary.attrs.get("curve") or {})
+    if not points:
+        return "no forecast: the final run scored no evaluation point"
+    ahead = forecast(points, 2 * points[-1].kimg)
+    if ahead.value is None:
+        return ahead.text
+    return (f"twice the final run's training ({2 * points[-1].kimg:g} kimg): {metric} {ahead.value:.3g} (80 % "
+            f"interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of {len(points)} points; optimistic, "
+            "its earlier points trained at a higher learning rate (`hpo confirm --budgets` measures it)")  # fmt: skip
 
 
 def require_metric(study: optuna.Study) -> str:
@@ -423,6 +441,7 @@ def closing_lines(run: Run) -> list[str]:
         f"model: {d.model} ({d.metric} {d.value:.4g}; real held-out images {d.floor:.4g}, the floor)",
         f"winner: {d.winner_why}",
         f"stop verdict: {d.stop}",
+        f"a bigger budget: {d.bigger}",
         "ledger:",
         *run.ledger.lines(),
         f"report: {run.out / REPORT}",

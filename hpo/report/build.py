@@ -395,6 +395,8 @@ def run_section(study: optuna.Study) -> CompanionSection | None:
             f"{d.metric} {d.value:.4g} at {d.final_kimg:g} kimg (real held-out images: {d.floor:.4g}); {d.stop}",
             label="The model",
         ))  # fmt: skip
+    if d.bigger:
+        blocks.append(Paragraph(d.bigger, label="A bigger budget"))
     return CompanionSection(f"The budgeted run: {duration(ledger.budget_s)} from {ledger.folder}", tuple(blocks))
 
 

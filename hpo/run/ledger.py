@@ -54,6 +54,7 @@ class Decisions:
     floor: float | None = None  # real held-out images on the same score
     metric: str = ""
     stop: str = ""  # the final run's stop verdict
+    bigger: str = ""  # what twice the final run's training would buy, forecast from its curve
     model: str = ""  # the exported model's folder
 
 

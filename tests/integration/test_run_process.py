@@ -1,6 +1,7 @@
-"""``hpo run`` as a process, stopped and continued: Ctrl-C in the search and SIGKILL of the whole process
-group in the final run, each continued by the same command, end in a model whose ledger stays within
-its budget, with the final run resumed from its checkpoint rather than trained again."""
+"""``hpo run`` as a process, stopped and continued: SIGKILL of the whole process group in the preflight,
+Ctrl-C in the search and SIGKILL in the final run, each continued by the same command, end in a model
+whose ledger stays within its budget, with the final run resumed from its checkpoint rather than
+trained again."""
 
 from __future__ import annotations
 
@@ -58,13 +59,21 @@ def wait_until(proc: subprocess.Popen[str], ready: Any, what: str, timeout: floa
 
 def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     folder, out = digits_folder(tmp_path), tmp_path / "run"
+    killed = start(folder, out, tmp_path)
+    wait_until(killed, lambda: phase_state(out, "preflight") == "running", "the preflight")
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    plan = next(p for p in ledger(out)["phases"] if p["name"] == "plan")
+    assert plan["state"] == "done" and (out / "spec.yaml").is_file()  # what the plan decided is kept
+
     first = start(folder, out, tmp_path)
     wait_until(first, lambda: phase_state(out, "search") == "running" and (out / "hpo.db").exists(), "the search")
     time.sleep(20)  # a trial or two in
     os.killpg(first.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group, workers too
     said, _ = first.communicate(timeout=120)
     assert first.returncode == 130, said[-3000:]
-    assert "Re-run the same command to continue" in said
+    assert "Re-run the same command to continue" in said and "continuing the run" in said
+    assert phase_state(out, "preflight") in ("done", "skipped")  # the killed preflight ran again to its end
     stopped = ledger(out)
     assert phase_state(out, "search") == "running" and all(p["running_since"] is None for p in stopped["phases"])
 
@@ -87,6 +96,9 @@ def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     model = out / "model"
     for name in ("ema.safetensors", "spec.yaml", "sampling.json", "samples.png", "ledger.json"):
         assert (model / name).is_file(), name
+    assert "a bigger budget: " in said and done["decisions"]["bigger"], said[-2000:]
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "The budgeted run" in report and "A bigger budget" in report
 
     status = hpo("status", done["study"], "--storage", f"sqlite:///{out / 'hpo.db'}", cwd=tmp_path)
     assert status.returncode == 0 and "hpo run: finished" in status.stdout, status.stderr
