@@ -280,7 +280,11 @@ def run_cmd(
     storage: Annotated[
         str | None, typer.Option("--storage", help="database URL (default: SQLite in the run's folder)")
     ] = None,
-    workers: LocalWorkersOpt = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="local search workers (default: --per-gpu on each GPU, else 1)", min=1),
+    ] = None,
+    per_gpu: PerGpuOpt = 1,
     threads: WorkerThreadsOpt = None,
     gpus: LocalGpusOpt = "all",
     plan_only: Annotated[
@@ -310,7 +314,7 @@ def run_cmd(
     opts = RunOptions(
         images=images, budget=budget, out=out, image_size=image_size, storage=storage, workers=workers,
         threads=threads, gpus=gpus, plan_only=plan_only, doctor=not skip_doctor, seed=seed,
-        split=parse_split(split),
+        split=parse_split(split), per_gpu=per_gpu,
     )  # fmt: skip
     run_budgeted(opts)
 

@@ -138,3 +138,19 @@ def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None
     curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
     assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
     assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"
+
+
+def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_the_storage(
+    images: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpo.commands.run import RunOptions
+    from hpo.commands.run_phases import worker_count
+
+    def opts(**kw: object) -> RunOptions:
+        base = {"images": images, "budget": "1h", "out": None, "image_size": None, "threads": None, "workers": None}
+        return RunOptions(**{**base, "storage": "postgresql://db/hpo", **kw})  # type: ignore[arg-type]
+
+    assert worker_count(opts(workers=3)) == 3
+    assert worker_count(opts(gpus="cpu")) == 1 and worker_count(opts(gpus="cpu", per_gpu=2)) == 2
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    assert worker_count(opts(gpus="0,1", per_gpu=2)) == 4 and worker_count(opts(per_gpu=3)) == 6

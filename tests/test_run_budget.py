@@ -74,6 +74,12 @@ def test_a_small_budget_shortens_each_trial_so_that_four_complete_ones_fit_the_s
     assert large.trial.kimg == COSTS.kimg and large.n_trials > plan.n_trials
 
 
+def test_workers_side_by_side_run_as_many_times_the_trials_at_the_same_trial_budget() -> None:
+    one = plan_search(COSTS, Split(), left_s=3600.0, budget_s=3660.0, overhead_s=60.0)
+    four = plan_search(COSTS, Split(), left_s=3600.0, budget_s=3660.0, overhead_s=60.0, workers=4)
+    assert four.trial == one.trial and four.n_trials in range(4 * one.n_trials, 4 * one.n_trials + 4)
+
+
 def test_the_shares_add_up_to_what_is_left() -> None:
     plan = plan_search(COSTS, Split(), left_s=3600.0, budget_s=3660.0, overhead_s=60.0)
     s = plan.shares

@@ -32,11 +32,12 @@ class RunOptions:
     out: Path | None  # default runs/FOLDER
     image_size: int | None
     storage: str | None  # default SQLite in the run's folder
-    workers: int | None  # local search workers (default as hpo launch)
+    workers: int | None  # local search workers (default: per_gpu on each GPU, else 1)
     threads: int | None
     gpus: str = "all"
     plan_only: bool = False
     doctor: bool = True  # False: --skip-doctor, the preflight is skipped
+    per_gpu: int = 1  # search workers sharing each GPU, when workers is not given
     seed: int = 0  # the study sampler's and the trainer's seed
     split: Split = field(default_factory=Split)  # shares of search and decision; a new run's plan only
 

@@ -105,7 +105,8 @@ def make_plan(opts: RunOptions, budget_s: float, spent_s: float) -> tuple[Plan, 
         path = write_output(Path(tmp) / SPEC_FILE, plan_yaml(plan, data_path))
         costs = measure(load_spec(path), plan)
         overhead = spent_s + PREFLIGHT_SECONDS
-        search = plan_search(costs, opts.split, left_s=budget_s - overhead, budget_s=budget_s, overhead_s=overhead)
+        search = plan_search(costs, opts.split, left_s=budget_s - overhead, budget_s=budget_s, overhead_s=overhead,
+                             workers=worker_count(opts))  # fmt: skip
         plan = sized_plan(plan, search)
         text = plan_yaml(plan, data_path)
         load_spec(write_output(path, text))  # what will be written loads and validates
@@ -152,6 +153,7 @@ def command_line(opts: RunOptions, budget_s: float, out: Path) -> str:
     """The ``hpo run`` command that runs (or continues) this run: every option that shapes the plan."""
     given = {
         "--image-size": opts.image_size, "--storage": opts.storage, "--workers": opts.workers,
+        "--per-gpu": None if opts.per_gpu == 1 else opts.per_gpu,
         "--threads": opts.threads, "--gpus": None if opts.gpus == "all" else opts.gpus,
         "--seed": opts.seed or None, "--split": None if opts.split == Split() else opts.split.words(),
     }  # fmt: skip
@@ -216,7 +218,7 @@ def serve(run: Run, study: optuna.Study, phase: str) -> None:
     from hpo.service.study import require_spec
 
     opts, spec = run.opts, require_spec(study)
-    plan = LocalWorkers(opts.workers, threads=opts.threads, gpus=opts.gpus).plan(run.url)
+    plan = LocalWorkers(worker_count(opts), threads=opts.threads, gpus=opts.gpus).plan(run.url)
     seconds = max(0.0, run.ledger.left() - run.ledger.planned_after(phase))
     run.ledger.phase(phase).planned_s = round(run.ledger.phase(phase).spent_now() + seconds, 1)
     print(f"[{phase}] {len(plan)} local worker(s) on study {study.study_name!r} for at most {duration(seconds)}")
@@ -226,6 +228,16 @@ def serve(run: Run, study: optuna.Study, phase: str) -> None:
                prefix=f"[{phase}] ")  # fmt: skip
     finally:
         stop(procs)
+
+
+def worker_count(opts: RunOptions) -> int:
+    """``--workers``, else ``--per-gpu`` on each GPU ``--gpus`` names, else 1 (the CPU), whatever the
+    storage: a run serves its own study, other hosts' ``hpo worker`` may join it."""
+    from hpo.commands.worker import parse_gpus
+
+    if opts.workers is not None:
+        return opts.workers
+    return opts.per_gpu * max(1, len(parse_gpus(opts.gpus)))
 
 
 def stop(procs: list[LocalWorker]) -> None:
@@ -274,7 +286,7 @@ def decide(run: Run) -> None:
     ledger.start("decide")
     ranked = best_first(own_trials(study))
     if decisions.confirm_top is None:
-        seconds = ledger.left() - ledger.planned_after("decide")
+        seconds = (ledger.left() - ledger.planned_after("decide")) * worker_count(run.opts)  # workers side by side
         decisions.confirm_top, decisions.confirm_seeds = decide_runs(seconds, complete_seconds(ranked), len(ranked))
         run.save()
     if not decisions.confirm_top:

@@ -109,9 +109,11 @@ def minimum_budget(costs: Costs, split: Split, overhead_s: float) -> float:
     return overhead_s + max(search, final)
 
 
-def plan_search(costs: Costs, split: Split, *, left_s: float, budget_s: float, overhead_s: float) -> SearchPlan:
-    """The trial budget and trial count for ``left_s`` seconds; a one-line error naming the minimum
-    budget when it is too small."""
+def plan_search(
+    costs: Costs, split: Split, *, left_s: float, budget_s: float, overhead_s: float, workers: int = 1
+) -> SearchPlan:
+    """The trial budget and trial count for ``left_s`` seconds on ``workers`` side by side; a one-line
+    error naming the minimum budget (the one-worker one: a safe bound) when it is too small."""
     need = minimum_budget(costs, split, overhead_s)
     if left_s + overhead_s < need:
         raise HpoError(
@@ -126,7 +128,7 @@ def plan_search(costs: Costs, split: Split, *, left_s: float, budget_s: float, o
     if costs.train_s > most_train:
         kimg = max(costs.min_kimg, costs.kimg * most_train / costs.train_s)
     trial = costs.at(round(kimg, 3))
-    n_trials = min(MAX_TRIALS, max(MIN_COMPLETE, math.floor(share.search_s / trial.expected_s)))
+    n_trials = min(MAX_TRIALS, max(MIN_COMPLETE, math.floor(workers * share.search_s / trial.expected_s)))
     return SearchPlan(trial, n_trials, share)
 
 
