@@ -114,6 +114,7 @@ def score_export(model: Path, seeds: tuple[int, ...] = (0, 1)) -> list[float]:
     from hpo.scoring.score import make_scorer, score
     from hpo.training.data import load_data
 
+    torch.set_num_threads(1)  # as the arms trained: two scorings side by side, one core each
     winner, state = read_export(model)
     data = load_data(winner.spec.data)
     config = dataclasses.replace(winner.spec.score, num_samples=SCORE_SAMPLES)
