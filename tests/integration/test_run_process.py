@@ -57,6 +57,15 @@ def wait_until(proc: subprocess.Popen[str], ready: Any, what: str, timeout: floa
         time.sleep(0.5)
 
 
+def finish(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The process's output once it exits; killed, with its output's tail, when it does not in time."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"hpo run did not exit within {timeout:g} s: {proc.communicate()[0][-3000:]}")
+
+
 def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     folder, out = digits_folder(tmp_path), tmp_path / "run"
     killed = start(folder, out, tmp_path)
@@ -70,7 +79,7 @@ def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     wait_until(first, lambda: phase_state(out, "search") == "running" and (out / "hpo.db").exists(), "the search")
     time.sleep(20)  # a trial or two in
     os.killpg(first.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group, workers too
-    said, _ = first.communicate(timeout=120)
+    said = finish(first, timeout=120)
     assert first.returncode == 130, said[-3000:]
     assert "Re-run the same command to continue" in said and "continuing the run" in said
     assert phase_state(out, "preflight") in ("done", "skipped")  # the killed preflight ran again to its end
@@ -85,7 +94,7 @@ def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     second.wait()
 
     third = start(folder, out, tmp_path)
-    said, _ = third.communicate(timeout=600)
+    said = finish(third, timeout=600)
     assert third.returncode == 0, said[-4000:]
     assert "continuing the run" in said and "resumed from" in said  # the final run from its checkpoint
     done = ledger(out)
