@@ -31,7 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hpo.analysis.noise import pair_sd
+from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.run.budget import duration, parse_budget
 
 RESULTS = Path(__file__).parent / "results" / "run_budget"
@@ -39,7 +42,7 @@ WORK = Path.home() / ".cache" / "hpo-bench" / "run_budget"
 SCORE_SAMPLES = 2048
 ARMS = {
     "hand": {"lr": 4e-4, "batch_size": 32, "timesteps": 500, "schedule": "linear"},
-    "default": {"lr": 5.2e-3, "batch_size": 32, "timesteps": 1000, "schedule": "linear"},
+    "default": {"lr": QUICKSTART_LR, "batch_size": 32, "timesteps": QUICKSTART_T, "schedule": QUICKSTART_SCHEDULE},
 }
 CALIBRATION_KIMG = 2.0
 STARTUP_S = 20.0  # `hpo train`'s imports, data and scorer set-up, counted against the budget
@@ -142,6 +145,9 @@ def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any
         "samples": SCORE_SAMPLES, "sampling": json.loads((model / "sampling.json").read_text())["sampling"],
     }  # fmt: skip
     if is_run:
+        spec = yaml.safe_load((work / "run" / "spec.yaml").read_text())
+        if len(spec.get("baselines") or []) < 2:  # before the search started from the quickstart's winner
+            record["arm"] = f"{arm} (no known start)"
         ledger = json.loads((model / "ledger.json").read_text())
         record["ledger"] = {p["name"]: [round(p["planned_s"]), round(p["spent_s"]), p["state"]] for p in
                             ledger["phases"]}  # fmt: skip

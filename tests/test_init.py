@@ -60,6 +60,17 @@ def test_one_class_gets_an_unconditional_spec_without_a_guidance_sweep(tmp_path:
     assert "1 class (no class subfolders: unconditional)" in out
 
 
+def test_the_search_starts_with_the_by_hand_baseline_then_the_quickstarts_winner(tmp_path: Path) -> None:
+    from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
+
+    draw_shapes(tmp_path / "bikes", 80, 32)
+    code, _, err = init(str(tmp_path / "bikes"), "-o", "start.yaml")
+    assert code == 0, err
+    hand, known = load_spec("start.yaml").baselines
+    assert hand["lr"] == 4e-4 and hand["timesteps"] == 1000
+    assert (known["lr"], known["timesteps"], known["schedule"]) == (QUICKSTART_LR, QUICKSTART_T, QUICKSTART_SCHEDULE)
+
+
 def test_mixed_sizes_train_at_the_size_most_images_reach(tmp_path: Path) -> None:
     draw_shapes(tmp_path / "mixed" / "a", 50, (80, 120), seed=1)
     draw_shapes(tmp_path / "mixed" / "b", 45, 70, seed=2)
