@@ -145,9 +145,7 @@ def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any
         "samples": SCORE_SAMPLES, "sampling": json.loads((model / "sampling.json").read_text())["sampling"],
     }  # fmt: skip
     if is_run:
-        spec = yaml.safe_load((work / "run" / "spec.yaml").read_text())
-        if len(spec.get("baselines") or []) < 2:  # before the search started from the quickstart's winner
-            record["arm"] = f"{arm} (no known start)"
+        record["arm"] = run_label(arm, work / "run")
         ledger = json.loads((model / "ledger.json").read_text())
         record["ledger"] = {p["name"]: [round(p["planned_s"]), round(p["spent_s"]), p["state"]] for p in
                             ledger["phases"]}  # fmt: skip
@@ -165,6 +163,19 @@ def arm_stats(records: list[dict[str, Any]]) -> tuple[float, float, int]:
         return means[0], records[0]["sd"], 1
     mean = sum(means) / len(means)
     return mean, math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1)), len(means)
+
+
+def run_label(arm: str, run: Path) -> str:
+    """``arm``, marked with what an earlier version of `hpo run` did differently: a search without the
+    quickstart's winner as its second trial, a final run with the trial's EMA half-life."""
+    from hpo.planning.spec_yaml import ema_halflife_kimg
+
+    searched = yaml.safe_load((run / "spec.yaml").read_text())
+    trained = yaml.safe_load((run / "model" / "spec.yaml").read_text())["train"]
+    marks = [] if len(searched.get("baselines") or []) >= 2 else ["no known start"]
+    if trained["ema_halflife_kimg"] != ema_halflife_kimg(trained["kimg"]):
+        marks.append("trial's EMA")
+    return f"{arm} ({', '.join(marks)})" if marks else arm
 
 
 def table() -> str:

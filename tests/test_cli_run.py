@@ -154,3 +154,9 @@ def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_t
     assert worker_count(opts(gpus="cpu")) == 1 and worker_count(opts(gpus="cpu", per_gpu=2)) == 2
     monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
     assert worker_count(opts(gpus="0,1", per_gpu=2)) == 4 and worker_count(opts(per_gpu=3)) == 6
+
+
+def test_the_final_run_warms_up_and_averages_over_its_own_budget_not_the_trials() -> None:
+    from hpo.commands.run_phases import final_train
+
+    assert final_train(40.0, 10) == {"kimg": 40.0, "num_evals": 10, "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0}

@@ -333,6 +333,15 @@ def final_plan(run: Run, study: optuna.Study) -> None:
     run.save()
 
 
+def final_train(kimg: float, num_evals: int) -> dict[str, float]:
+    """The final run's budget, and the warm-up and EMA half-life the planner gives a run of that
+    budget: the trial's (1/20 of a trial's kimg) would average a tenfold longer run over too little."""
+    from hpo.planning.spec_yaml import ema_halflife_kimg, warmup_kimg
+
+    return {"kimg": kimg, "num_evals": num_evals, "warmup_kimg": warmup_kimg(kimg),
+            "ema_halflife_kimg": ema_halflife_kimg(kimg)}  # fmt: skip
+
+
 def summary_of(run: Run) -> TrialRecord:
     return TrialRecord(json.loads((run.out / FINAL / "summary.json").read_text(encoding="utf-8")))
 
@@ -349,7 +358,8 @@ def final(run: Run) -> None:
         final_plan(run, study)
     print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
           f"checkpoints, for ~{duration(ledger.phase('final').planned_s)}")  # fmt: skip
-    overrides = [f"train.kimg={decisions.final_kimg}", f"train.num_evals={decisions.final_num_evals}"]
+    fixed = final_train(decisions.final_kimg or 0.0, decisions.final_num_evals or 4)
+    overrides = [f"train.{k}={v}" for k, v in fixed.items()]
     deadline = time.time() + ledger.left() - ledger.planned_after("final")
     run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url,
               deadline=deadline)  # fmt: skip
@@ -430,7 +440,7 @@ def export(run: Run) -> None:
     if sampling is None:
         raise HpoError(f"{run.out / FINAL / 'summary.json'} names no best sampling; remove {run.out / FINAL} and "
                        "re-run to train the final model again")  # fmt: skip
-    params = {**trial.params, "kimg": decisions.final_kimg, "num_evals": decisions.final_num_evals}
+    params = {**trial.params, **final_train(decisions.final_kimg or 0.0, decisions.final_num_evals or 4)}
     spec = spec_from_dict(fixed_spec(require_spec(study), params, sampling), file=f"study {study.study_name}")
     provenance = {"study": study.study_name, "trial": trial.number, VALUE_ATTR: decisions.value,
                   "metric_name": decisions.metric, "run": str(run.out)}  # fmt: skip

@@ -110,9 +110,9 @@ def train(plan: Plan) -> list[str]:
          else "one class: unconditional"),
         ("p_uncond", 0.1 if plan.conditional else 0.0, "label dropout that trains the null class for guidance"
          if plan.conditional else "no labels to drop"),
-        ("warmup_kimg", _small(b.kimg / 50), "learning-rate warm-up: the first 2% of a trial"),
+        ("warmup_kimg", warmup_kimg(b.kimg), "learning-rate warm-up: the first 2% of a trial"),
         ("lr_schedule", "cosine", "decays to lr_floor at the budget's end: short runs rank more like long ones"),
-        ("ema_halflife_kimg", _small(b.kimg / 20), "EMA half-life: 1/20 of a trial (the bikes spec's 50 of 1000)"),
+        ("ema_halflife_kimg", ema_halflife_kimg(b.kimg), "EMA half-life: 1/20 of a trial (the bikes spec's 50/1000)"),
         ("val_images", min(256 if gpu else 128, plan.n_val), "held-out images in the validation metric"),
         *([("seed", plan.seed, "weights, batches and noise of every trial")] if plan.seed else []),
     ])  # fmt: skip
@@ -120,6 +120,16 @@ def train(plan: Plan) -> list[str]:
 
 def _small(x: float) -> float:
     return float(f"{x:.2g}")
+
+
+def warmup_kimg(kimg: float) -> float:
+    """The learning-rate warm-up of a run of ``kimg``: its first 2 %."""
+    return _small(kimg / 50)
+
+
+def ema_halflife_kimg(kimg: float) -> float:
+    """The EMA half-life of a run of ``kimg``: 1/20 of it (the bikes spec's 50 of 1000)."""
+    return _small(kimg / 20)
 
 
 def sampling(plan: Plan) -> list[str]:
