@@ -140,6 +140,20 @@ def training_on(study: optuna.Study, worker: int, checkpoints: Path) -> FrozenTr
     return None
 
 
+def wait_for_training(what: str, study: optuna.Study, worker: int, checkpoints: Path, logs: Path) -> FrozenTrial:
+    """The trial ``training_on`` found when the wait ended: asking again a moment later could find it
+    pruned or finished, so the wait keeps what it saw."""
+    seen: list[FrozenTrial] = []
+
+    def found() -> bool:
+        trial = training_on(study, worker, checkpoints)
+        seen.extend([trial] if trial is not None else [])
+        return trial is not None
+
+    wait_for(what, found, logs)
+    return seen[-1]
+
+
 def stopped(study: optuna.Study, number: int) -> bool:
     trial = study.get_trials(deepcopy=False)[number]
     return trial.state == TrialState.FAIL and trial.user_attrs.get("fail_reason") == "worker_stopped"
@@ -176,17 +190,13 @@ def test_a_job_array_finishes_the_study_through_a_requeue_and_a_cancel(
     checkpoints = tmp_path / "artifacts" / "checkpoints" / "slurm"
     logs = tmp_path / ".hpo/slurm/slurm/logs"
 
-    wait_for("task 1 to train", lambda: training_on(study, 1, checkpoints) is not None, logs)
-    preempted = training_on(study, 1, checkpoints)
-    assert preempted is not None
+    preempted = wait_for_training("task 1 to train", study, 1, checkpoints, logs)
     cluster.run("scontrol", "requeue", f"{job}_1")  # what preemption with PreemptMode=REQUEUE does
     signalled = time.monotonic()
     wait_for("the preempted trial to be stopped", lambda: stopped(study, preempted.number), logs, timeout=60)
     to_stop = [time.monotonic() - signalled]
     wait_for("task 1 to run again", lambda: restarted(cluster, f"{job}_1"), logs, timeout=90)
-    wait_for("task 1 to train again", lambda: training_on(study, 1, checkpoints) is not None, logs)
-    cancelled = training_on(study, 1, checkpoints)
-    assert cancelled is not None
+    cancelled = wait_for_training("task 1 to train again", study, 1, checkpoints, logs)
     cluster.run("scancel", f"{job}_1")
     signalled = time.monotonic()
     wait_for("the cancelled trial to be stopped", lambda: stopped(study, cancelled.number), logs, timeout=60)
