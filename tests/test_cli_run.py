@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpo.run.budget import parse_budget
-from hpo.run.ledger import PHASES, RUN_FILE, Ledger, save_ledger
+from hpo.run.ledger import PHASES, RUN_FILE, Decisions, Ledger, save_ledger
 from tests.cli import run_cli
 from tests.images import write_images
 
@@ -140,6 +140,21 @@ def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None
     assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"
 
 
+def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none_once_it_has_flattened() -> None:
+    from hpo.analysis.record import TrialRecord
+    from hpo.commands.run_phases import bigger_budget
+
+    def said(scores: list[float]) -> str:
+        curve = {str(i): {"kimg": 5.0 * i, "score": s} for i, s in enumerate(scores, start=1)}
+        return bigger_budget(TrialRecord({"curve": curve}), "FID")
+
+    falling = said([80.0, 40.0, 27.0, 20.0, 16.0, 13.5])
+    assert falling.startswith("twice the final run's training (60 kimg): FID ") and "optimistic" in falling
+    flat = said([30.0, 20.0, 18.0, 18.2, 17.9, 18.1, 18.0, 18.1])
+    assert "forecasts no clear gain" in flat and "fitted at its last point" in flat, flat
+    assert said([40.0, 30.0]).startswith("no forecast: 2 scored points")
+
+
 def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_the_storage(
     images: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,4 +174,5 @@ def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_t
 def test_the_final_run_warms_up_and_averages_over_its_own_budget_not_the_trials() -> None:
     from hpo.commands.run_phases import final_train
 
-    assert final_train(40.0, 10) == {"kimg": 40.0, "num_evals": 10, "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0}
+    planned = Decisions(final_kimg=40.0, final_num_evals=10)
+    assert final_train(planned) == {"kimg": 40.0, "num_evals": 10, "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0}

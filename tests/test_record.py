@@ -171,7 +171,8 @@ def test_a_companion_trial_names_its_source_and_watches_the_sampling_the_source_
 def test_a_run_record_keeps_one_set_of_keys_and_leaves_out_what_it_lacks() -> None:
     record = RunRecord(
         val_loss=0.1, validation={"val_rel": 0.9}, sampling={"guidance": 1.0}, kid=None, class_accuracy=None,
-        precision=0.5, recall=0.4, num_samples=64, combinations=3, train_seconds=1.0, score_seconds=2.0,
+        precision=0.5, recall=0.4, num_samples=64, combinations=3, train_seconds=1.0, eval_seconds=0.5,
+        eval_points=4, score_seconds=2.0,
         images_per_second=10.0, peak_memory_mb=5.0, num_parameters=1000, hardware=None, ema_snapshots=None,
         statistic={"metric": "FID", "samples": 64, "features": 2048, "bias_correction": "none", "combinations": 3,
                    "completed": 3},

@@ -14,6 +14,7 @@ from hpo.run.ledger import PHASES, RUN_FILE, Ledger, load_ledger, save_ledger
 from hpo.run.split import (
     MIN_COMPLETE,
     Costs,
+    Speed,
     Split,
     decide_runs,
     final_kimg,
@@ -87,8 +88,20 @@ def test_the_shares_add_up_to_what_is_left() -> None:
 
 
 def test_the_final_run_gets_what_the_time_buys_at_the_winners_speed_never_less_than_a_trial() -> None:
-    assert final_kimg(seconds=600.0, kimg_per_second=0.2, trial_kimg=12.0) == 120.0
-    assert final_kimg(seconds=10.0, kimg_per_second=0.2, trial_kimg=12.0) == 12.0
+    speed = Speed(kimg_per_second=0.2, point_seconds=0.0)
+    assert final_kimg(seconds=600.0, speed=speed, points=10, trial_kimg=12.0) == 120.0
+    assert final_kimg(seconds=10.0, speed=speed, points=10, trial_kimg=12.0) == 12.0
+
+
+def test_the_final_runs_evaluation_points_are_paid_for_before_its_training() -> None:
+    # a trial of 4 points: 100 s in all, 20 s of them at its points; 8 kimg trained (80 images/s)
+    speed = Speed.measured(seconds=100.0, images_per_second=80.0, eval_seconds=20.0, eval_points=4)
+    assert speed.kimg_per_second == pytest.approx(0.1) and speed.point_seconds == 5.0
+    # 600 s with 20 points: 100 s of points, 500 s of training; the trial's average rate would say 48 kimg
+    assert final_kimg(seconds=600.0, speed=speed, points=20, trial_kimg=8.0) == pytest.approx(50.0)
+    assert final_kimg(seconds=600.0, speed=speed, points=4, trial_kimg=8.0) == pytest.approx(58.0)
+    unsplit = Speed.measured(seconds=100.0, images_per_second=80.0, eval_seconds=0.0, eval_points=0)
+    assert unsplit == Speed(kimg_per_second=0.08, point_seconds=0.0)  # a record from before points were timed
 
 
 def test_the_final_run_checkpoints_at_least_every_twentieth_of_the_budget() -> None:

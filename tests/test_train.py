@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -235,6 +236,18 @@ def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_w
     assert asked == list(cfg.eval_steps()[:2])  # asked once per point, after its save; never after the last
     assert result.steps == cfg.eval_steps()[1] and [p.index for p in result.history] == [1, 2]
     assert torch.load(ckpt, weights_only=True)["step"] == result.steps
+
+
+def test_the_seconds_of_the_evaluation_points_are_counted_apart_from_training(
+    digits8: ImageData, tmp_path: Path
+) -> None:
+    cfg = tiny_config(kimg=1.6, batch_size=32, num_evals=2)
+    first = train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25), checkpoint=tmp_path / "ckpt.pt",
+                  end_early=lambda: True)  # fmt: skip
+    assert first.eval_points == 1 and 0.25 <= first.eval_seconds < first.seconds
+    resumed = train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25), checkpoint=tmp_path / "ckpt.pt")
+    assert resumed.eval_points == 1  # the replayed point is not counted again: this call ran one
+    assert 0.25 <= resumed.eval_seconds < resumed.seconds
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "linear"])

@@ -81,6 +81,8 @@ class RunRecord:
     num_samples: int
     combinations: int
     train_seconds: float
+    eval_seconds: float  # of train_seconds: the evaluation points this process ran
+    eval_points: int
     score_seconds: float
     images_per_second: float
     peak_memory_mb: float
@@ -94,8 +96,9 @@ class RunRecord:
             "val_loss": self.val_loss, **self.validation, "sampling": self.sampling, "kid": self.kid,
             "class_accuracy": self.class_accuracy, "precision": self.precision, "recall": self.recall,
             "num_samples": self.num_samples, "combinations": self.combinations, "train_seconds": self.train_seconds,
-            "score_seconds": self.score_seconds, "images_per_second": self.images_per_second,
-            "peak_memory_mb": self.peak_memory_mb, "num_parameters": self.num_parameters,
+            "eval_seconds": self.eval_seconds, "eval_points": self.eval_points, "score_seconds": self.score_seconds,
+            "images_per_second": self.images_per_second, "peak_memory_mb": self.peak_memory_mb,
+            "num_parameters": self.num_parameters,
             STATISTIC_ATTR: self.statistic,
         }  # fmt: skip
         if self.hardware is not None:
@@ -103,6 +106,11 @@ class RunRecord:
         if self.ema_snapshots is not None:
             attrs[EMA_SNAPSHOTS_ATTR] = self.ema_snapshots
         return attrs
+
+
+def last_entry(curve: dict[str, dict[str, float]]) -> dict[str, float] | None:
+    """The last evaluation point's entry of a curve (keyed by the point's 1-based index as text)."""
+    return curve[max(curve, key=int)] if curve else None
 
 
 @dataclass(frozen=True)
@@ -211,8 +219,8 @@ class TrialRecord(_Stored):
 
     def last_point(self, key: str) -> float | None:
         """``key`` at the trial's last evaluation point, if it reached one."""
-        curve = self.curve
-        return _number(curve[max(curve, key=int)].get(key)) if curve else None
+        last = last_entry(self.curve)
+        return _number(last.get(key)) if last is not None else None
 
     @property
     def grids(self) -> dict[str, str]:

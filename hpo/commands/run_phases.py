@@ -22,11 +22,12 @@ from hpo.analysis.record import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, Tri
 from hpo.commands.outputs import write_output
 from hpo.errors import HpoError
 from hpo.run.budget import duration
-from hpo.run.ledger import Ledger
+from hpo.run.ledger import Decisions, Ledger
 from hpo.run.split import (
     SWEEP_MARGIN,
     Costs,
     SearchPlan,
+    Speed,
     Split,
     decide_runs,
     final_kimg,
@@ -318,7 +319,8 @@ def decide(run: Run) -> None:
 
 def final_plan(run: Run, study: optuna.Study) -> None:
     """The final run's budget, fixed once (a resumed run must train the same configuration): what the
-    budget leaves after the final sweep and the export, at the winner's measured speed."""
+    budget leaves after the final sweep and the export, at the winner's measured speed, its own
+    evaluation points paid for first."""
     ledger, decisions = run.ledger, run.ledger.decisions
     trial = study.trials[decisions.winner or 0]
     record = TrialRecord.of(trial)
@@ -326,18 +328,23 @@ def final_plan(run: Run, study: optuna.Study) -> None:
     ledger.phase("sweep").planned_s = round(SWEEP_MARGIN * record.number("score_seconds"), 1)
     seconds = ledger.left() - ledger.planned_after("final")
     ledger.phase("final").planned_s = round(seconds, 1)
-    decisions.final_kimg = final_kimg(
-        seconds=seconds, kimg_per_second=kimg / record.number("train_seconds"), trial_kimg=kimg
-    )
+    speed = Speed.measured(
+        seconds=record.number("train_seconds"), images_per_second=record.number("images_per_second"),
+        eval_seconds=record.number("eval_seconds"), eval_points=int(record.number("eval_points")),
+    )  # fmt: skip
     decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s)
+    decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=decisions.final_num_evals, trial_kimg=kimg)
     run.save()
 
 
-def final_train(kimg: float, num_evals: int) -> dict[str, float]:
-    """The final run's budget, and the warm-up and EMA half-life the planner gives a run of that
-    budget: the trial's (1/20 of a trial's kimg) would average a tenfold longer run over too little."""
+def final_train(decisions: Decisions) -> dict[str, float]:
+    """The final run's budget as planned, and the warm-up and EMA half-life the planner gives a run of
+    that budget: the trial's (1/20 of a trial's kimg) would average a tenfold longer run over too little."""
     from hpo.planning.spec_yaml import ema_halflife_kimg, warmup_kimg
 
+    kimg, num_evals = decisions.final_kimg, decisions.final_num_evals
+    if kimg is None or num_evals is None:
+        raise HpoError("the ledger holds no final run's budget yet; its final phase plans one when it starts")
     return {"kimg": kimg, "num_evals": num_evals, "warmup_kimg": warmup_kimg(kimg),
             "ema_halflife_kimg": ema_halflife_kimg(kimg)}  # fmt: skip
 
@@ -358,7 +365,7 @@ def final(run: Run) -> None:
         final_plan(run, study)
     print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
           f"checkpoints, for ~{duration(ledger.phase('final').planned_s)}")  # fmt: skip
-    fixed = final_train(decisions.final_kimg or 0.0, decisions.final_num_evals or 4)
+    fixed = final_train(decisions)
     overrides = [f"train.{k}={v}" for k, v in fixed.items()]
     deadline = time.time() + ledger.left() - ledger.planned_after("final")
     run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url,
@@ -373,8 +380,8 @@ def final(run: Run) -> None:
     decisions.stop = str((summary.attrs.get(STOP_ATTR) or {}).get("text", ""))
     decisions.bigger = bigger_budget(summary, decisions.metric)
     stop_kind = str((summary.attrs.get(STOP_ATTR) or {}).get("kind", ""))
-    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, decisions.final_kimg or 0.0)}; stop "
-                                f"verdict: {stop_kind}")  # fmt: skip
+    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, fixed['kimg'])}; stop verdict: "
+                                f"{stop_kind}")  # fmt: skip
     words = summary.sampling.words if summary.sampling else "?"
     combos = summary.attrs.get("combinations")
     ledger.finish("sweep", note=f"{combos} combinations: {decisions.metric} {decisions.value:.4g} at {words}")
@@ -383,8 +390,7 @@ def final(run: Run) -> None:
 
 def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
     """``at 45.7 kimg``, or where the deadline ended it: ``ended by the deadline at 30.2 of 45.7 kimg``."""
-    curve = summary.attrs.get("curve") or {}
-    reached = float(curve[max(curve, key=int)]["kimg"]) if curve else planned_kimg
+    reached = summary.last_point("kimg") or planned_kimg
     if reached >= planned_kimg * 0.999:
         return f"at {planned_kimg:g} kimg"
     return f"ended by the deadline at {reached:g} of {planned_kimg:g} kimg"
@@ -399,12 +405,18 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
     points = points_from_curve(summary.attrs.get("curve") or {})
     if not points:
         return "no forecast: the final run scored no evaluation point"
-    ahead = forecast(points, 2 * points[-1].kimg)
+    last, twice = points[-1], 2 * points[-1].kimg
+    ahead = forecast(points, twice)
     if ahead.value is None:
         return ahead.text
-    return (f"twice the final run's training ({2 * points[-1].kimg:g} kimg): {metric} {ahead.value:.3g} (80 % "
-            f"interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of {len(points)} points; optimistic, "
-            "its earlier points trained at a higher learning rate (`hpo confirm --budgets` measures it)")  # fmt: skip
+    fitted = (f"{metric} {ahead.value:.3g} (80 % interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of "
+              f"{len(points)} points")  # fmt: skip
+    now = forecast(points, last.kimg).value
+    if now is not None and ahead.high is not None and ahead.high >= now:  # the interval holds where it is now
+        return (f"twice the final run's training ({twice:g} kimg) forecasts no clear gain: {fitted}, against "
+                f"{now:.3g} fitted at its last point; its curve has flattened at this network and data")  # fmt: skip
+    return (f"twice the final run's training ({twice:g} kimg): {fitted}; optimistic, its earlier points trained at "
+            "a higher learning rate (`hpo confirm --budgets` measures it)")  # fmt: skip
 
 
 def require_metric(study: optuna.Study) -> str:
@@ -440,7 +452,7 @@ def export(run: Run) -> None:
     if sampling is None:
         raise HpoError(f"{run.out / FINAL / 'summary.json'} names no best sampling; remove {run.out / FINAL} and "
                        "re-run to train the final model again")  # fmt: skip
-    params = {**trial.params, **final_train(decisions.final_kimg or 0.0, decisions.final_num_evals or 4)}
+    params = {**trial.params, **final_train(decisions)}
     spec = spec_from_dict(fixed_spec(require_spec(study), params, sampling), file=f"study {study.study_name}")
     provenance = {"study": study.study_name, "trial": trial.number, VALUE_ATTR: decisions.value,
                   "metric_name": decisions.metric, "run": str(run.out)}  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any
 
 from hpo.analysis.noise import pair_sd
 from hpo.analysis.progress import Floor, copy_floor_of, eval_point_text, fidelity_text
-from hpo.analysis.record import TrainRecord, TrialRecord
+from hpo.analysis.record import TrainRecord, TrialRecord, last_entry
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.commands.outputs import output_folder, write_output, writing
@@ -260,7 +260,8 @@ def _score_noise(scored: Scored, progress: _Progress) -> float:
     last = weights_at(scored.result.model, progress.snapshots, progress.watch)
     frequencies = progress.probe.data.class_frequencies()
     again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1)["score"]
-    return pair_sd(again, progress.curve[max(progress.curve, key=int)]["score"])
+    reached = last_entry(progress.curve)
+    return pair_sd(again, reached["score"] if reached is not None else float("nan"))
 
 
 def _print_run_notes(result: TrainResult, data: ImageData) -> None:

@@ -132,10 +132,29 @@ def plan_search(
     return SearchPlan(trial, n_trials, share)
 
 
-def final_kimg(*, seconds: float, kimg_per_second: float, trial_kimg: float) -> float:
-    """The final run's budget: what ``seconds`` of training buys at the rate the winner trained at,
-    never less than the trial's own budget."""
-    return round(max(trial_kimg, seconds * kimg_per_second), 3)
+@dataclass(frozen=True)
+class Speed:
+    """How fast a configuration trains, measured in one of its runs: training alone, and what one
+    evaluation point (probe, checkpoint, its scoring) costs beside it."""
+
+    kimg_per_second: float
+    point_seconds: float
+
+    @classmethod
+    def measured(cls, *, seconds: float, images_per_second: float, eval_seconds: float, eval_points: int) -> Speed:
+        """From a run's record: ``seconds`` in all, ``eval_seconds`` of them at its ``eval_points``
+        points. A record without points (written before they were timed) has its points averaged in."""
+        kimg = images_per_second * seconds / 1000.0
+        if eval_points <= 0 or eval_seconds >= seconds:
+            return cls(images_per_second / 1000.0, 0.0)
+        return cls(kimg / (seconds - eval_seconds), eval_seconds / eval_points)
+
+
+def final_kimg(*, seconds: float, speed: Speed, points: int, trial_kimg: float) -> float:
+    """The final run's budget: what ``seconds`` buy at the winner's measured speed once its ``points``
+    evaluation points are paid for (a trial has 4, the final run up to 20), never less than the
+    trial's own budget."""
+    return round(max(trial_kimg, (seconds - points * speed.point_seconds) * speed.kimg_per_second), 3)
 
 
 def decide_runs(decide_s: float, complete_s: float, complete: int) -> tuple[int, int]:

@@ -84,6 +84,8 @@ class TrainResult:
     seconds: float
     images_per_second: float
     peak_memory_bytes: int
+    eval_seconds: float  # of ``seconds``: evaluation points (probe, checkpoint, ``on_eval``)
+    eval_points: int  # evaluation points this call ran (not those replayed from a checkpoint)
     device: str
     num_parameters: int
     snapshot_dir: Path | None = None  # the post-hoc EMA snapshots (with train.ema_profiles)
@@ -378,6 +380,7 @@ def _run(
         if on_eval is not None:
             on_eval(point, trainer.ema_model)
     start_step, started = trainer.step, time.perf_counter()
+    eval_seconds, eval_points = 0.0, 0
     eval_at = {step: k for k, step in enumerate(cfg.eval_steps(), start=1)}
     log_every = max(SYNC_EVERY, cfg.total_steps // 20)
     if trainer.device.type == "cuda":
@@ -397,6 +400,7 @@ def _run(
         if trainer.step in snapshot_at and trainer.power is not None and snapshot_dir is not None:
             trainer.power.save_snapshots(snapshot_dir, trainer.step)
         if trainer.step in eval_at:
+            eval_started = time.perf_counter()
             point = trainer.evaluate(eval_at[trainer.step])
             trainer.history.append(point)
             if checkpoint is not None:
@@ -405,6 +409,7 @@ def _run(
                 atomic_save(trainer.state(), checkpoint)
             if on_eval is not None:
                 on_eval(point, trainer.ema_model)
+            eval_seconds, eval_points = eval_seconds + time.perf_counter() - eval_started, eval_points + 1
             if trainer.step < cfg.total_steps and end_early():
                 log.info("ended early at evaluation point %d of %d (step %d)", point.index, cfg.num_evals, trainer.step)
                 break
@@ -418,6 +423,8 @@ def _run(
         seconds=seconds,
         images_per_second=images / seconds if seconds > 0 else 0.0,
         peak_memory_bytes=peak_memory_bytes(trainer.device),
+        eval_seconds=eval_seconds,
+        eval_points=eval_points,
         device=str(trainer.device),
         num_parameters=count_parameters(trainer.model),
         snapshot_dir=snapshot_dir if cfg.ema_profiles else None,
