@@ -138,6 +138,21 @@ def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None
     curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
     assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
     assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"
+    copied = TrialRecord({"curve": curve, "stop": {"kind": "copying", "since_kimg": 10.0}})
+    assert trained_words(copied, 40.0) == "ended by the stop verdict (copying since 10 kimg) at 20 of 40 kimg"
+
+
+def test_the_final_run_ends_at_the_first_point_whose_curve_reads_as_copying() -> None:
+    from hpo.commands.train import Ends
+
+    curve: dict[str, dict[str, float]] = {}
+    end = Ends(when_copying=True).rule(curve, copy_floor=0.05)
+    assert end is not None and Ends().rule(curve, copy_floor=0.05) is None  # hpo train alone runs to its kimg
+    asked = []
+    for i, low in enumerate([0.0, 0.01, 0.02, 0.12, 0.2], start=1):  # the score still falls: only copies say stop
+        curve[str(i)] = {"kimg": 4.0 * i, "score": 50.0 / i, "copy_pixels_low": low, "copy_pixels": low + 0.05}
+        asked.append(end())
+    assert asked == [False, False, False, True, True]
 
 
 def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none_once_it_has_flattened() -> None:

@@ -369,7 +369,7 @@ def final(run: Run) -> None:
     overrides = [f"train.{k}={v}" for k, v in fixed.items()]
     deadline = time.time() + ledger.left() - ledger.planned_after("final")
     run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url,
-              deadline=deadline)  # fmt: skip
+              deadline=deadline, stop_when_copying=True)  # fmt: skip
     summary = summary_of(run)
     ledger.tick()
     sweep_s = min(summary.number("score_seconds"), ledger.phase("final").spent_s)
@@ -389,11 +389,17 @@ def final(run: Run) -> None:
 
 
 def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
-    """``at 45.7 kimg``, or where the deadline ended it: ``ended by the deadline at 30.2 of 45.7 kimg``."""
+    """``at 45.7 kimg``, or what ended it where: ``ended by the deadline at 30.2 of 45.7 kimg``, or
+    ``ended by the stop verdict (copying since 12 kimg) at 20.4 of 45.7 kimg``."""
     reached = summary.last_point("kimg") or planned_kimg
     if reached >= planned_kimg * 0.999:
         return f"at {planned_kimg:g} kimg"
-    return f"ended by the deadline at {reached:g} of {planned_kimg:g} kimg"
+    stop = summary.attrs.get(STOP_ATTR) or {}
+    if stop.get("kind") == "copying":
+        why = f"the stop verdict (copying since {stop.get('since_kimg', 0.0):.3g} kimg)"
+    else:
+        why = "the deadline"
+    return f"ended by {why} at {reached:g} of {planned_kimg:g} kimg"
 
 
 def bigger_budget(summary: TrialRecord, metric: str) -> str:

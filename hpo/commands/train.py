@@ -77,10 +77,12 @@ def run_train(
     source: str | None = None,
     storage: str | None = None,
     deadline: float | None = None,
+    stop_when_copying: bool = False,
 ) -> None:
     """Train and score one configuration into the run folder ``out`` (checked before anything is loaded);
     with ``deadline`` (``time.time()``), training ends at the last evaluation point before it that
-    leaves room for one more interval as long as the last one."""
+    leaves room for one more interval as long as the last one; with ``stop_when_copying``, at the first
+    point whose curve the stop verdict reads as copying training images."""
     output_folder(out, holds="the run's grids, checkpoint and logs")
     overrides, fixed_sampling = split_overrides(overrides)
     spec, params, known_best = _spec_and_params(spec_path, overrides, source=source, storage=storage)
@@ -93,8 +95,8 @@ def run_train(
     )  # fmt: skip
     if known_best is not None and not fixed_sampling:
         watch = SamplingConfig.from_dict(known_best)
-    end_early = None if deadline is None else Deadline(deadline)
-    summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, end_early=end_early)
+    ends = Ends(Deadline(deadline) if deadline is not None else None, stop_when_copying)
+    summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, ends=ends)
     write_output(out / "summary.json", json.dumps(summary, indent=2))
     print(json.dumps(summary))
 
@@ -145,6 +147,32 @@ class Deadline:
         return now + interval > self.at
 
 
+@dataclass(frozen=True)
+class Ends:
+    """What may end a run before its budget: a deadline, and the stop verdict reading copying."""
+
+    deadline: Deadline | None = None
+    when_copying: bool = False
+
+    def rule(self, curve: dict[str, dict[str, float]], copy_floor: float | None) -> Callable[[], bool] | None:
+        """The trainer's ``end_early`` over the run's ``curve`` as it grows."""
+        if self.deadline is None and not self.when_copying:
+            return None
+        deadline = self.deadline
+
+        def end() -> bool:
+            passed = deadline is not None and deadline()  # asked at every point: it times the intervals
+            return passed or (self.when_copying and copying(curve, copy_floor))
+
+        return end
+
+
+def copying(curve: dict[str, dict[str, float]], copy_floor: float | None) -> bool:
+    """Whether the stop verdict reads ``curve`` so far as copying training images (more training only
+    copies more); the noise is left to the verdict's estimate, as no re-measure exists mid-run."""
+    return stop_verdict(points_from_curve(curve), noise=None, copy_floor=copy_floor).kind == "copying"
+
+
 @dataclass
 class _Progress:
     """At each evaluation point: the watched combination's score, copy share and gap, added to the
@@ -181,7 +209,7 @@ def _train_and_score(
     params: Mapping[str, Any],
     out: Path,
     watch: SamplingConfig,
-    end_early: Callable[[], bool] | None = None,
+    ends: Ends,
 ) -> dict[str, Any]:
     """The shared train-and-score path, with the score, copy share and generalisation gap measured at
     every evaluation point (at ``watch``, one sampling combination); then say when to stop."""
@@ -194,6 +222,7 @@ def _train_and_score(
     _log_floor(probe.floor, metric)
     snapshots = out / "ema" if cfg.ema_profiles else None
     progress = _Progress(probe, runs, watch, snapshots, metric, cfg.num_evals)
+    end_early = ends.rule(progress.curve, copy_floor_of(probe.floor))
     scored = _train(
         cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early
     )
