@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from hpo.run.budget import parse_budget
-from hpo.run.ledger import PHASES, RUN_FILE, Decisions, Ledger, save_ledger
+from hpo.run.ledger import PHASES, RUN_FILE, Decisions, Ledger, load_ledger, save_ledger
 from tests.cli import run_cli
 from tests.images import write_images
 
@@ -76,6 +77,22 @@ def test_another_budget_on_resume_says_what_was_spent_and_what_it_would_change(i
         code, err, "--budget 1h00m", "spent 1m30s", "now in decide", "give 30m00s", "re-run with --budget 1h00m"
     )
     assert (tmp_path / "out" / RUN_FILE).read_text() == before
+
+
+def test_a_killed_runs_time_until_it_is_run_again_is_not_spent(images: Path, tmp_path: Path) -> None:
+    from hpo.commands.run import RunOptions, resumed_ledger
+
+    stored_run(tmp_path / "out", images, 3600.0, done=2)
+    killed = load_ledger(tmp_path / "out")
+    assert killed is not None
+    search = killed.phase("search")  # SIGKILLed an hour ago, 40 s after its last tick banked 100 s
+    search.state, search.spent_s, search.running_since = "running", 100.0, time.time() - 3600.0
+    save_ledger(killed, tmp_path / "out")
+    opts = RunOptions(images=images, budget="1h", out=tmp_path / "out", image_size=None, storage=None, workers=None,
+                      threads=None)  # fmt: skip
+    resumed = resumed_ledger(opts, tmp_path / "out", 3600.0)
+    assert resumed is not None and resumed.spent() == pytest.approx(160.0)  # 2 phases of 30 s, and the 100 s banked
+    assert resumed.phase("search").state == "running"  # to be continued
 
 
 def test_a_finished_run_run_again_points_to_its_model_and_changes_nothing(images: Path, tmp_path: Path) -> None:

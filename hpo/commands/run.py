@@ -93,7 +93,7 @@ def resumed_ledger(opts: RunOptions, out: Path, budget_s: float) -> Ledger | Non
             f"{'to' if change > 0 else 'from'} the phases not done, which is not supported: re-run with --budget "
             f"{duration(ledger.budget_s)} to continue, or name another -o for a new run"
         )
-    return ledger
+    return ledger.resumed()
 
 
 def run_budgeted(opts: RunOptions) -> None:

@@ -107,6 +107,13 @@ class Ledger:
         if note:
             phase.note = note
 
+    def resumed(self) -> Ledger:
+        """Loaded to be continued: a phase still marked running was killed after its last tick, which
+        banked what it spent; the time since is not the run's (a re-run starts the phase again)."""
+        for p in self.phases:
+            p.running_since = None
+        return self
+
     def stop_running(self) -> None:
         """Interrupted: bank the time, and leave the phase to be continued."""
         self.tick()
