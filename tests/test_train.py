@@ -221,7 +221,7 @@ def test_a_deadline_ends_training_when_one_more_interval_as_long_as_the_last_wou
     assert Deadline(at=now + 2, last=now - 3)()  # 2 s left: the next 3 s interval would pass it
 
 
-def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_weights(
+def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_weights_for_good(
     digits8: ImageData, tmp_path: Path
 ) -> None:
     cfg = tiny_config(kimg=3, batch_size=32, num_evals=3)
@@ -236,16 +236,19 @@ def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_w
     assert asked == list(cfg.eval_steps()[:2])  # asked once per point, after its save; never after the last
     assert result.steps == cfg.eval_steps()[1] and [p.index for p in result.history] == [1, 2]
     assert torch.load(ckpt, weights_only=True)["step"] == result.steps
+    again = train(cfg, digits8, checkpoint=ckpt)  # stopped after it ended (in its sweep, say), then resumed
+    assert again.steps == result.steps and [p.index for p in again.history] == [1, 2]  # it stays ended there
 
 
 def test_the_seconds_of_the_evaluation_points_are_counted_apart_from_training(
     digits8: ImageData, tmp_path: Path
 ) -> None:
-    cfg = tiny_config(kimg=1.6, batch_size=32, num_evals=2)
-    first = train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25), checkpoint=tmp_path / "ckpt.pt",
-                  end_early=lambda: True)  # fmt: skip
-    assert first.eval_points == 1 and 0.25 <= first.eval_seconds < first.seconds
-    resumed = train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25), checkpoint=tmp_path / "ckpt.pt")
+    cfg, ckpt = tiny_config(kimg=1.6, batch_size=32, num_evals=2), tmp_path / "ckpt.pt"
+    whole = train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25))
+    assert whole.eval_points == 2 and 0.5 <= whole.eval_seconds < whole.seconds
+    with pytest.raises(TrainingStopped):  # stopped after its first point's checkpoint
+        train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25), checkpoint=ckpt, should_stop=ckpt.exists)
+    resumed = train(cfg, digits8, on_eval=lambda p, _: time.sleep(0.25), checkpoint=ckpt)
     assert resumed.eval_points == 1  # the replayed point is not counted again: this call ran one
     assert 0.25 <= resumed.eval_seconds < resumed.seconds
 

@@ -195,6 +195,7 @@ class Trainer:
             self.data, num_images=cfg.val_images, num_levels=cfg.val_noise_levels, split="train"
         )
         self.step = 0
+        self.ended_early = False  # ``end_early`` said so: a resumed run stays ended there
         self.losses: list[float] = []
         self.history: list[EvalPoint] = []
         self.pending: list[torch.Tensor] = []
@@ -304,6 +305,7 @@ class Trainer:
             "power_emas": self.power.state() if self.power is not None else [],
             "optimizer": self.opt.state_dict(),
             "step": self.step,
+            "ended_early": self.ended_early,
             "losses": list(self.losses),
             "rng": rng_state(self.device, self.generator),
             "history": [to_plain(p) for p in self.history],
@@ -319,6 +321,7 @@ class Trainer:
             self.power.load_state(state["power_emas"])
         self.opt.load_state_dict(state["optimizer"])
         self.step, self.losses = int(state["step"]), list(state["losses"])
+        self.ended_early = bool(state.get("ended_early", False))
         restore_rng(state["rng"], self.device, self.generator)
         self.history = [EvalPoint(**{**p, "replayed": True}) for p in state["history"]]
 
@@ -386,7 +389,7 @@ def _run(
     if trainer.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(trainer.device)
     trainer.synced_at = time.perf_counter()
-    while trainer.step < cfg.total_steps:
+    while trainer.step < cfg.total_steps and not trainer.ended_early:
         if should_stop():
             raise TrainingStopped(trainer.step)
         trainer.train_step()
@@ -412,6 +415,9 @@ def _run(
             eval_seconds, eval_points = eval_seconds + time.perf_counter() - eval_started, eval_points + 1
             if trainer.step < cfg.total_steps and end_early():
                 log.info("ended early at evaluation point %d of %d (step %d)", point.index, cfg.num_evals, trainer.step)
+                trainer.ended_early = True
+                if checkpoint is not None:  # a stop before the sweep resumes to the same end, not one interval on
+                    atomic_save(trainer.state(), checkpoint)
                 break
     seconds = time.perf_counter() - started
     images = (trainer.step - start_step) * cfg.batch_size

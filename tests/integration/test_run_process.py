@@ -2,8 +2,8 @@
 Ctrl-C in the search, SIGKILL in the decision (its worker mid-trial) and in the final run, each
 continued by the same command, end in a model whose ledger stays within its budget: the decision's
 finished retrainings are kept and its lost one retried, and the final run is resumed from its
-checkpoint rather than trained again. The sweep and the export run inside and after the final run's
-process; a kill there is the final run's kill, or re-runs an export of seconds."""
+checkpoint rather than trained again. The sweep and the export take seconds, so the state a kill
+there leaves is made by hand; the same command sweeps the same weights again and exports them."""
 
 from __future__ import annotations
 
@@ -134,6 +134,23 @@ def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     assert "a bigger budget: " in said and done["decisions"]["bigger"], said[-2000:]
     report = (out / "report.html").read_text(encoding="utf-8")
     assert "The budgeted run" in report and "A bigger budget" in report
+
+    # The final sweep and the export take seconds: a SIGKILL in either leaves the state made here (the
+    # final run's phase running without its summary, the export's folder part written). The same
+    # command then sweeps the final weights again and exports them, training nothing more.
+    late = ledger(out)
+    for p in late["phases"]:
+        if p["name"] in ("final", "sweep", "export"):
+            p["state"], p["running_since"] = ("running", time.time()) if p["name"] == "final" else ("pending", None)
+    (out / "run.json").write_text(json.dumps(late))
+    (out / "final" / "summary.json").unlink()
+    (out / "model" / "sampling.json").unlink()
+    fourth = start(folder, out, tmp_path)
+    said = finish(fourth, timeout=300)
+    assert fourth.returncode == 0 and "resumed from" in said, said[-4000:]
+    again = ledger(out)
+    assert again["decisions"]["value"] == pytest.approx(done["decisions"]["value"], rel=1e-3)  # the same weights
+    assert (model / "sampling.json").is_file() and all(p["state"] in ("done", "skipped") for p in again["phases"])
 
     status = hpo("status", done["study"], "--storage", f"sqlite:///{out / 'hpo.db'}", cwd=tmp_path)
     assert status.returncode == 0 and "hpo run: finished" in status.stdout, status.stderr
