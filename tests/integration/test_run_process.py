@@ -7,9 +7,11 @@ there leaves is made by hand; the same command sweeps the same weights again and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import optuna
 import pytest
 
 from benchmarks.folders import write_folder
@@ -72,14 +73,19 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> str:
 
 
 def retrained(out: Path) -> dict[int, str]:
-    """The decision's finished retrainings: trial number → its parameters, the seed among them."""
-    url = f"sqlite:///{out / 'hpo.db'}"
-    names = [s.study_name for s in optuna.get_all_study_summaries(url) if s.study_name.endswith("-confirm")]
-    if not names:
+    """The decision's finished retrainings: trial number → its parameters, the seed among them (read
+    straight from the run's SQLite file, read-only, so the polling takes no lock the run needs)."""
+    if not (out / "hpo.db").exists():
         return {}
-    study = optuna.load_study(study_name=names[0], storage=url)
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    return {t.number: repr(sorted(t.params.items())) for t in complete}
+    query = """SELECT t.number, p.param_name, p.param_value FROM trials t JOIN studies s ON s.study_id = t.study_id
+               JOIN trial_params p ON p.trial_id = t.trial_id
+               WHERE s.study_name LIKE '%-confirm' AND t.state = 'COMPLETE' ORDER BY p.param_name"""
+    with contextlib.closing(sqlite3.connect(f"file:{out / 'hpo.db'}?mode=ro", uri=True, timeout=30)) as db:
+        rows = db.execute(query).fetchall()
+    params: dict[int, list[tuple[str, float]]] = {}
+    for number, name, value in rows:
+        params.setdefault(number, []).append((name, value))
+    return {number: repr(kv) for number, kv in params.items()}
 
 
 def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
