@@ -4,7 +4,8 @@ Arms (each gets the whole budget, wall-clock, on one torch thread; run two side 
 the machine alike):
 
 - ``hand``: the seed person's settings (Adam lr 4e-4, batch 32, T = 500, linear) on `hpo init`'s
-  network, trained for what the budget buys (`hpo train`, its kimg calibrated by a 2-kimg run first);
+  network, trained for what the budget buys (`hpo train`, its kimg calibrated by a 2-kimg run first, its
+  evaluation points paid for as `hpo run` pays its final run's);
 - ``default``: the quickstart study's winner (lr 5.2e-3, batch 32, T = 1000, linear), no search;
 - ``run``: `hpo run FOLDER --budget B --workers 1 --threads 1` at the default split (35/10 of search /
   decide); ``run-20/10``-style arms at another split.
@@ -36,6 +37,7 @@ import yaml
 from hpo.analysis.noise import pair_sd
 from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.run.budget import duration, parse_budget
+from hpo.run.split import Speed, final_kimg
 
 RESULTS = Path(__file__).parent / "results" / "run_budget"
 WORK = Path.home() / ".cache" / "hpo-bench" / "run_budget"
@@ -45,6 +47,7 @@ ARMS = {
     "default": {"lr": QUICKSTART_LR, "batch_size": 32, "timesteps": QUICKSTART_T, "schedule": QUICKSTART_SCHEDULE},
 }
 CALIBRATION_KIMG = 2.0
+ARM_EVALS = 8  # evaluation points of the hand and default arms' run
 STARTUP_S = 20.0  # `hpo train`'s imports, data and scorer set-up, counted against the budget
 
 
@@ -72,11 +75,15 @@ def train_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) ->
     hpo("train", str(spec), *sets, f"--set=kimg={CALIBRATION_KIMG}", "--set=num_evals=1", "-o", str(work / "calib"),
         log=log)  # fmt: skip
     calib = json.loads((work / "calib" / "summary.json").read_text())
-    per_kimg = calib["train_seconds"] / CALIBRATION_KIMG
+    speed = Speed.measured(
+        seconds=calib["train_seconds"], images_per_second=calib["images_per_second"],
+        eval_seconds=calib.get("eval_seconds", 0.0), eval_points=calib.get("eval_points", 0),
+    )  # fmt: skip
     left = budget_s - (time.monotonic() - started) - calib["score_seconds"] - STARTUP_S
-    kimg = round(max(CALIBRATION_KIMG, left / per_kimg), 2)
-    hpo("train", str(spec), *sets, f"--set=kimg={kimg}", "--set=num_evals=8", "-o", str(work / "final"), log=log)
-    return export_train(work / "final", spec, ARMS[arm] | {"kimg": kimg, "num_evals": 8}, work / "model")
+    kimg = final_kimg(seconds=left, speed=speed, points=ARM_EVALS, trial_kimg=CALIBRATION_KIMG)  # as `hpo run` sizes
+    hpo("train", str(spec), *sets, f"--set=kimg={kimg}", f"--set=num_evals={ARM_EVALS}", "-o", str(work / "final"),
+        log=log)  # fmt: skip
+    return export_train(work / "final", spec, ARMS[arm] | {"kimg": kimg, "num_evals": ARM_EVALS}, work / "model")
 
 
 def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) -> Path:
