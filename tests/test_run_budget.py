@@ -108,6 +108,14 @@ def test_the_final_run_checkpoints_at_least_every_twentieth_of_the_budget() -> N
     assert final_num_evals(5400.0, 28800.0) == 4  # floor of 4
     assert final_num_evals(16000.0, 28800.0) == 12
     assert final_num_evals(28800.0, 28800.0) == 20
+    assert final_num_evals(28800.0, 28800.0, point_s=10.0) == 20  # on a long budget the points cost little
+
+
+def test_a_short_final_run_spends_at_most_a_tenth_on_evaluation_points_but_keeps_four() -> None:
+    assert final_num_evals(300.0, 600.0) == 10  # a checkpoint every 5 % of a 10-minute budget...
+    assert final_num_evals(300.0, 600.0, point_s=2.0) == 10  # ...when points are cheap
+    assert final_num_evals(1200.0, 1800.0, point_s=20.0) == 6  # 120 s of points in 1200
+    assert final_num_evals(300.0, 600.0, point_s=13.6) == 4  # the stop verdict and the forecast need 4
 
 
 def test_the_decision_retrains_only_when_two_configurations_and_their_baseline_fit() -> None:

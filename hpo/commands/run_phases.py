@@ -332,7 +332,7 @@ def final_plan(run: Run, study: optuna.Study) -> None:
         seconds=record.number("train_seconds"), images_per_second=record.number("images_per_second"),
         eval_seconds=record.number("eval_seconds"), eval_points=int(record.number("eval_points")),
     )  # fmt: skip
-    decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s)
+    decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s, speed.point_seconds)
     decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=decisions.final_num_evals, trial_kimg=kimg)
     run.save()
 

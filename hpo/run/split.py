@@ -169,9 +169,17 @@ def decide_runs(decide_s: float, complete_s: float, complete: int) -> tuple[int,
 
 
 CHECKPOINT_SHARE = 0.05  # the final run saves a checkpoint at least this often, as a share of the budget
+POINT_SHARE = 0.1  # ... unless its evaluation points would then take more than this share of its time
+MIN_POINTS = 4  # the stop verdict needs 3 scored points, the bigger-budget forecast 4
 
 
-def final_num_evals(final_s: float, budget_s: float) -> int:
+def final_num_evals(final_s: float, budget_s: float, point_s: float = 0.0) -> int:
     """Evaluation points (each a checkpoint) of the final run: one per ``CHECKPOINT_SHARE`` of the
-    budget, from 4 to 20, so a kill costs at most that share."""
-    return max(4, min(20, math.ceil(final_s / (CHECKPOINT_SHARE * budget_s))))
+    budget, so a kill costs at most that share, from 4 to 20; fewer (not under 4) where points of
+    ``point_s`` seconds each would take over ``POINT_SHARE`` of its ``final_s``. A point scores
+    samples: 13.6 s each on digits on this 2-core CPU, where a 10-minute budget's 11 points took
+    over half of its final run."""
+    wanted = math.ceil(final_s / (CHECKPOINT_SHARE * budget_s))
+    if point_s > 0:
+        wanted = min(wanted, math.floor(POINT_SHARE * final_s / point_s))
+    return max(MIN_POINTS, min(20, wanted))
