@@ -7,8 +7,9 @@ the machine alike):
   network, trained for what the budget buys (`hpo train`, its kimg calibrated by a 2-kimg run first, its
   evaluation points paid for as `hpo run` pays its final run's);
 - ``default``: the quickstart study's winner (lr 5.2e-3, batch 32, T = 1000, linear), no search;
-- ``run``: `hpo run FOLDER --budget B --workers 1 --threads 1` at the default split (35/10 of search /
-  decide); ``run-20/10``-style arms at another split.
+- ``run``: `hpo run FOLDER --budget B --workers 1 --threads 1` at the default split (recorded under
+  its name, e.g. ``run-50/10``: 50 % of the budget to the search, 10 % to the decision);
+  ``run-25/10``-style arms at another split.
 
 Each arm's model is scored the same way: classifier-FID of 2 048 samples at the arm's own best sampling
 combination, drawn twice with disjoint noise (seeds 0 and 1). ``--seed`` is the training seed (and the
@@ -37,7 +38,7 @@ import yaml
 from hpo.analysis.noise import pair_sd
 from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.run.budget import duration, parse_budget
-from hpo.run.split import Speed, final_kimg
+from hpo.run.split import Speed, Split, final_kimg
 
 RESULTS = Path(__file__).parent / "results" / "run_budget"
 WORK = Path.home() / ".cache" / "hpo-bench" / "run_budget"
@@ -107,7 +108,7 @@ def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) 
 
 
 def run_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) -> Path:
-    split = arm.removeprefix("run-") if arm.startswith("run-") else "35/10"
+    split = arm.removeprefix("run-")
     hpo("run", str(folder), "--budget", duration(budget_s), "-o", str(work / "run"), "--image-size", "16",
         "--threads", "1", "--workers", "1", "--seed", str(seed), "--split", split, log=work / "log.txt")  # fmt: skip
     return work / "run" / "model"
@@ -224,7 +225,8 @@ def main() -> None:
         print(table())
         return
     for arm in args.arms.split(","):
-        if arm not in (*ARMS, "run") and not arm.startswith("run-"):
+        arm = f"run-{Split().words()}" if arm == "run" else arm  # records name the split they ran
+        if arm not in ARMS and not arm.startswith("run-"):
             raise SystemExit(f"unknown arm {arm!r}; expected hand, default, run or run-SEARCH/DECIDE")
         measure(args.dataset, arm, parse_budget(args.budget), args.seed)
 

@@ -297,7 +297,7 @@ def run_cmd(
     split: Annotated[
         str,
         typer.Option("--split", help="percent of the budget for the search / the decision; the final run the rest"),
-    ] = "35/10",
+    ] = "50/10",
 ) -> None:
     """From a folder of images to a trained, exported model within a time budget.
 

@@ -144,7 +144,7 @@ def test_a_seeded_run_seeds_its_study_sampler_and_every_trials_training(images: 
 
 def test_a_split_that_leaves_no_final_run_is_one_line_and_creates_nothing(images: Path, tmp_path: Path) -> None:
     code, _, err = hpo_run(str(images), "--budget", "8h", "-o", str(tmp_path / "out"), "--split", "60/30")
-    one_line_error(code, err, "--split '60/30'", "e.g. --split 35/10")
+    one_line_error(code, err, "--split '60/30'", "e.g. --split 50/10")
     assert not (tmp_path / "out").exists()
 
 

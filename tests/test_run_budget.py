@@ -42,14 +42,14 @@ def test_a_budget_without_a_known_unit_is_one_line_naming_the_units(text: str) -
 def test_a_split_is_read_as_percent_of_search_and_decision_and_the_final_run_takes_the_rest() -> None:
     split = parse_split("20/10")
     assert (split.search, split.decide) == (0.2, 0.1) and split.final == pytest.approx(0.7)
-    assert split.words() == "20/10" and parse_split("35/10") == Split()
+    assert split.words() == "20/10" and parse_split("50/10") == Split()
 
 
 @pytest.mark.parametrize("text", ["35", "35/10/55", "a/b", "0/10", "60/30", "50/-5"])
 def test_a_split_that_leaves_no_search_or_too_little_final_run_is_one_line(text: str) -> None:
     with pytest.raises(HpoError) as err:
         parse_split(text)
-    assert "\n" not in str(err.value) and "--split 35/10" in str(err.value)
+    assert "\n" not in str(err.value) and "--split 50/10" in str(err.value)
 
 
 def test_durations_print_in_the_two_largest_units() -> None:
