@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
+from hpo.analysis.record import FLOOR_ATTR, NOISE_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
 from hpo.commands.outputs import write_output
 from hpo.errors import HpoError
 from hpo.run.budget import duration
@@ -406,6 +406,7 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
     """What a budget that trains twice as long would buy: the final run's own curve, power law fitted
     and forecast at twice its kimg. Optimistic: its earlier points were at a learning rate the cosine
     schedule had not yet decayed, so the fit is steeper than a ladder of separate runs measures."""
+    from hpo.analysis.noise import Noise
     from hpo.analysis.stopping import forecast, points_from_curve
 
     points = points_from_curve(summary.attrs.get("curve") or {})
@@ -417,10 +418,10 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
         return ahead.text
     fitted = (f"{metric} {ahead.value:.3g} (80 % interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of "
               f"{len(points)} points")  # fmt: skip
-    now = forecast(points, last.kimg).value
-    if now is not None and ahead.high is not None and ahead.high >= now:  # the interval holds where it is now
-        return (f"twice the final run's training ({twice:g} kimg) forecasts no clear gain: {fitted}, against "
-                f"{now:.3g} fitted at its last point; its curve has flattened at this network and data")  # fmt: skip
+    noise = Noise(summary.number(NOISE_ATTR) or None, 1)
+    if last.score - ahead.value <= noise.tie_margin:  # within what re-scoring the same weights can move
+        return (f"twice the final run's training ({twice:g} kimg) forecasts no gain beyond the noise: {fitted}, "
+                f"against {last.score:.3g} at its last point (tie margin {noise.tie_margin:.2g})")  # fmt: skip
     return (f"twice the final run's training ({twice:g} kimg): {fitted}; optimistic, its earlier points trained at "
             "a higher learning rate (`hpo confirm --budgets` measures it)")  # fmt: skip
 
