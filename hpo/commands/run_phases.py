@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import FLOOR_ATTR, NOISE_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
+from hpo.analysis.record import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
 from hpo.commands.outputs import write_output
 from hpo.errors import HpoError
 from hpo.run.budget import duration
@@ -418,7 +418,7 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
         return ahead.text
     fitted = (f"{metric} {ahead.value:.3g} (80 % interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of "
               f"{len(points)} points")  # fmt: skip
-    noise = Noise(summary.number(NOISE_ATTR) or None, 1)
+    noise = Noise(summary.noise, 1)
     if last.score - ahead.value <= noise.tie_margin:  # within what re-scoring the same weights can move
         return (f"twice the final run's training ({twice:g} kimg) forecasts no gain beyond the noise: {fitted}, "
                 f"against {last.score:.3g} at its last point (tie margin {noise.tie_margin:.2g})")  # fmt: skip
