@@ -36,9 +36,11 @@ from typing import Any
 import yaml
 
 from hpo.analysis.noise import pair_sd
+from hpo.analysis.record import TrialRecord
+from hpo.commands.run_phases import speed_of
 from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.run.budget import duration, parse_budget
-from hpo.run.split import Speed, Split, final_kimg
+from hpo.run.split import Split, final_kimg
 
 RESULTS = Path(__file__).parent / "results" / "run_budget"
 WORK = Path.home() / ".cache" / "hpo-bench" / "run_budget"
@@ -76,10 +78,7 @@ def train_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) ->
     hpo("train", str(spec), *sets, f"--set=kimg={CALIBRATION_KIMG}", "--set=num_evals=1", "-o", str(work / "calib"),
         log=log)  # fmt: skip
     calib = json.loads((work / "calib" / "summary.json").read_text())
-    speed = Speed.measured(
-        seconds=calib["train_seconds"], images_per_second=calib["images_per_second"],
-        eval_seconds=calib.get("eval_seconds", 0.0), eval_points=calib.get("eval_points", 0),
-    )  # fmt: skip
+    speed = speed_of(TrialRecord(calib))
     left = budget_s - (time.monotonic() - started) - calib["score_seconds"] - STARTUP_S
     kimg = final_kimg(seconds=left, speed=speed, points=ARM_EVALS, trial_kimg=CALIBRATION_KIMG)  # as `hpo run` sizes
     hpo("train", str(spec), *sets, f"--set=kimg={kimg}", f"--set=num_evals={ARM_EVALS}", "-o", str(work / "final"),

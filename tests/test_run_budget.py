@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from hpo.analysis.record import TrialRecord
+from hpo.analysis.sweep import ComboScore
+from hpo.commands.run_phases import final_speed, speed_of
 from hpo.errors import HpoError
 from hpo.run.budget import duration, parse_budget
 from hpo.run.ledger import PHASES, RUN_FILE, Ledger, load_ledger, save_ledger
 from hpo.run.split import (
     MIN_COMPLETE,
+    MIN_POINTS,
     Costs,
     Speed,
     Split,
@@ -23,6 +27,7 @@ from hpo.run.split import (
     parse_split,
     plan_search,
 )
+from hpo.spec.sampling import SamplingConfig
 
 
 @pytest.mark.parametrize(
@@ -95,13 +100,31 @@ def test_the_final_run_gets_what_the_time_buys_at_the_winners_speed_never_less_t
 
 def test_the_final_runs_evaluation_points_are_paid_for_before_its_training() -> None:
     # a trial of 4 points: 100 s in all, 20 s of them at its points; 8 kimg trained (80 images/s)
-    speed = Speed.measured(seconds=100.0, images_per_second=80.0, eval_seconds=20.0, eval_points=4)
+    record = {"train_seconds": 100.0, "images_per_second": 80.0, "eval_seconds": 20.0, "eval_points": 4}
+    speed = speed_of(TrialRecord(record))
     assert speed.kimg_per_second == pytest.approx(0.1) and speed.point_seconds == 5.0
     # 600 s with 20 points: 100 s of points, 500 s of training; the trial's average rate would say 48 kimg
     assert final_kimg(seconds=600.0, speed=speed, points=20, trial_kimg=8.0) == pytest.approx(50.0)
     assert final_kimg(seconds=600.0, speed=speed, points=4, trial_kimg=8.0) == pytest.approx(58.0)
-    unsplit = Speed.measured(seconds=100.0, images_per_second=80.0, eval_seconds=0.0, eval_points=0)
+    unsplit = speed_of(TrialRecord({"train_seconds": 100.0, "images_per_second": 80.0}))
     assert unsplit == Speed(kimg_per_second=0.08, point_seconds=0.0)  # a record from before points were timed
+
+
+def test_a_final_runs_point_also_pays_for_scoring_the_trials_best_combination() -> None:
+    """Shapes at 16 px: a trial's point took 2.3 s, the final run's 9.3 s, because the final run scores
+    its watched combination (the trial's best) on the full count at every point. Its plan pays for that."""
+    best, other = SamplingConfig(3.0, 10), SamplingConfig(1.0, 5)
+    sweep = [ComboScore(best, "screen", 64, 30.0, 0.0, None, 0.9), ComboScore(other, "screen", 64, 4.0, 0.0, None, 0.3),
+             ComboScore(best, "full", 512, 25.0, 0.0, None, 6.9)]  # fmt: skip
+    trial = TrialRecord({"train_seconds": 54.66, "images_per_second": 174.5, "eval_seconds": 9.26, "eval_points": 4,
+                         "sampling": best.as_dict(), "sweep": [c.to_dict() for c in sweep]})  # fmt: skip
+    assert trial.combination_seconds(best) == pytest.approx(7.8) and trial.combination_seconds(None) == 0.0
+    final = final_speed(trial)
+    assert final.point_seconds == pytest.approx(9.26 / 4 + 7.8)
+    assert final.kimg_per_second == speed_of(trial).kimg_per_second
+    # the run that the deadline cut at 40.4 of 51.9 kimg: 267 s planned; the cap of a tenth keeps 4 points
+    points = final_num_evals(267.0, 600.0, final.point_seconds)
+    assert points == MIN_POINTS and final_kimg(seconds=267.0, speed=final, points=points, trial_kimg=9.5) < 48.0
 
 
 def test_the_final_run_checkpoints_at_least_every_twentieth_of_the_budget() -> None:

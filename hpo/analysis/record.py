@@ -230,6 +230,12 @@ class TrialRecord(_Stored):
     def sweep(self) -> list[dict[str, Any]]:
         return [dict(d) for d in self.attrs.get(SWEEP_ATTR) or [] if isinstance(d, dict)]
 
+    def combination_seconds(self, sampling: SamplingConfig | None) -> float:
+        """Seconds the sweep spent scoring ``sampling`` (its screen and its completion: the full count);
+        0 when it was not scored."""
+        rows = [d for d in self.sweep if SamplingConfig.from_dict(d) == sampling]
+        return sum(_number(d.get("seconds")) or 0.0 for d in rows)
+
     @property
     def budget_kimg(self) -> float | None:
         return _number(self.attrs.get(BUDGET_KIMG_ATTR))
