@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpo.analysis.frontier import best_within, trial_frontier
+from hpo.analysis.frontier import best_within, screen_frontier, trial_frontier
 from hpo.analysis.sweep import ComboScore
 from hpo.commands.export import fixed_spec
 from hpo.service.storage import open_storage
@@ -38,11 +38,28 @@ def scores(grid: dict[tuple[int, float], float]) -> list[ComboScore]:
 def test_a_frontier_keeps_each_cost_that_beats_every_cheaper_one_and_guidance_costs_double() -> None:
     grid = {(10, 1.0): 9.0, (20, 1.0): 9.5, (10, 2.0): 5.0, (30, 1.0): 6.0, (30, 2.0): 2.0}
     frontier = trial_frontier(4, scores(grid), conditional=True)
-    assert frontier is not None and frontier.stage == "full"
+    assert frontier is not None
     assert [(p.nfe, p.value) for p in frontier.points] == [(10, 9.0), (20, 5.0), (60, 2.0)]  # 20 NFE unguided: worse
     unguided = trial_frontier(4, scores(grid), conditional=False)  # an unconditional network is never guided twice
     assert unguided is not None and [p.nfe for p in unguided.points] == [10, 30]
     assert frontier.within(25) == frontier.points[1] and frontier.within(5) is None
+
+
+def test_a_frontier_quotes_completed_values_only_and_the_sweep_completes_the_screens_frontier() -> None:
+    """The quickstart's case: the screen (PCA-FID of 64 samples) saw 3.78 at 10 NFE beside a trial value
+    of 2.64 at 512 samples. A frontier point is a completed value at the trial's own count, never the
+    screen's statistic; the sweep completes the screen's best at each cheaper cost for that."""
+    screen = {SamplingConfig(1.0, 5): 3.9, SamplingConfig(1.0, 10): 3.78, SamplingConfig(2.0, 10): 3.1}
+    screen |= {SamplingConfig(2.0, 5): 4.5, SamplingConfig(3.0, 10): 3.3}
+    scores = [ComboScore(c, "screen", 64, 40.0, 0.0, None, 1.0, ranked_by="pca", pca_fid=v) for c, v in screen.items()]
+    assert screen_frontier(scores, conditional=True) == [SamplingConfig(1.0, 5), SamplingConfig(1.0, 10),
+                                                         SamplingConfig(2.0, 10)]  # fmt: skip
+    completed = {SamplingConfig(1.0, 5): 3.0, SamplingConfig(1.0, 10): 2.64, SamplingConfig(2.0, 10): 2.7}
+    scores += [ComboScore(c, "full", 512, v, 0.0, None, 1.0) for c, v in completed.items()]
+    frontier = trial_frontier(0, scores, conditional=True, metric="classifier-FID")
+    assert frontier is not None and frontier.statistic == "classifier-FID of 512 samples"
+    assert [(p.nfe, p.value) for p in frontier.points] == [(5, 3.0), (10, 2.64)]  # 20 NFE completed: no better
+    assert trial_frontier(0, scores[:5], conditional=True) is None  # a screen alone quotes nothing
 
 
 def test_within_a_budget_the_best_is_another_trial_and_the_cost_is_said() -> None:
@@ -96,8 +113,10 @@ def test_export_with_a_step_budget_takes_the_best_trial_within_it(
     cheap, stdout = exported(url, artifacts, tmp_path / "cheap", "--max-nfe", "20")
     assert cheap["trial"] == 13 and cheap["sampling"] == {"guidance_scale": 1.0, "ddim_steps": 10, "eta": 0.0}
     assert cheap["max_nfe"] == 20 and "within 20 NFE, trial 13" in stdout and "the budget costs 2" in stdout
+    assert cheap["value"] == 4.0  # the exported combination's value, not trial 13's best (3.0 at 60 NFE)
     wider, _ = exported(url, artifacts, tmp_path / "wider", "--max-nfe", "40")
     assert wider["trial"] == 13 and wider["sampling"] == {"guidance_scale": 1.0, "ddim_steps": 30, "eta": 0.0}
+    assert wider["value"] == 3.8 and best["value"] == 2.0
 
 
 def test_sample_with_a_step_budget_says_what_it_chose_and_a_budget_below_every_combination_is_one_line(

@@ -4,11 +4,13 @@ length rebuilt from them after training (Karras et al. 2024)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from hpo.analysis.frontier import screen_frontier
 from hpo.analysis.sweep import ComboScore, SweepResult, ema_sentence, sweep_table
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint
@@ -209,5 +211,33 @@ def test_ema_lengths_are_screened_at_the_winning_steps_only_and_rebuilt_once_eac
     assert len(screened) == 8 and {c.ddim_steps for c in screened if c.ema_sigma_rel != 0.1} == {
         won.sampling.ddim_steps
     }
-    assert len(rebuilt) <= 3 + 2  # each length rebuilt once while screening, at most twice with the finalists
-    assert len(sweep.full) == 2 and sweep.best.num_samples == 32
+    screen = sorted((s for s in sweep.scores if s.stage == "screen"), key=lambda s: s.rank_value)
+    finalists = {s.sampling for s in screen[:2]} | set(screen_frontier(screen, conditional=True))
+    assert {s.sampling for s in sweep.full} == finalists and sweep.best.num_samples == 32
+    lengths = len({c.ema_sigma_rel for c in finalists})  # each length rebuilt once screening, once completing
+    assert len(rebuilt) <= 3 + lengths
+
+
+def test_the_ema_stage_keeps_the_winners_sampler_and_spacing_not_only_its_steps() -> None:
+    """Two samplers at the same steps and η: the other EMA lengths are screened with the sampler and
+    spacing that won the first stage, not with every combination that shares its steps."""
+    from hpo.scoring.sweep import at_settings_of, ema_stages
+
+    solvers = (SamplingConfig(ddim_steps=10), SamplingConfig(ddim_steps=10, sampler="dpmpp_2m", spacing="karras"))
+    combos = [
+        replace(c, guidance_scale=w, ema_sigma_rel=sigma)
+        for sigma in (0.05, 0.1, 0.2)
+        for w in (1.0, 2.0)
+        for c in solvers
+    ]
+    first, rest = ema_stages(combos)
+    assert {c.ema_sigma_rel for c in first} == {0.1} and len(first) == 4  # two solvers: a stage of its own
+    won = SamplingConfig(2.0, 10, 0.0, 0.1, sampler="dpmpp_2m", spacing="karras")
+    second = at_settings_of(won, rest)
+    assert {(c.sampler, c.spacing) for c in second} == {("dpmpp_2m", "karras")}
+    assert sorted((c.ema_sigma_rel, c.guidance_scale) for c in second) == [
+        (0.05, 1.0),
+        (0.05, 2.0),
+        (0.2, 1.0),
+        (0.2, 2.0),
+    ]

@@ -82,8 +82,8 @@ def test_two_configurations_within_the_noise_are_called_tied(tmp_path: Path) -> 
     assert "#2: classifier-FID 9.5 — tied with #1 (within the noise)" in page
     assert (  # what the value is: count, features, bias correction, how it was picked
         "<b>Score</b>: per trial, classifier-FID of 256 samples in 133 feature dimensions (plug-in, not "
-        "bias-corrected: compared at equal counts only); the best of the 3 sampling combinations a screen of all "
-        "9 on 64 samples by FID in 16 principal components ranked first" in page
+        "bias-corrected: compared at equal counts only); the best of the 3 sampling combinations completed after "
+        "a screen of all 9 on 64 samples by FID in 16 principal components" in page
     )
     assert "#0 (baseline): classifier-FID 10 — tied with #1" in page
     assert ties_with_best(complete(study.get_trials()), s.noise) == [2, 0]  # #3 (14.0) is clearly worse
@@ -171,7 +171,15 @@ def test_the_sampling_advice_is_the_best_trials_own_and_a_baseline_cannot_swamp_
     naive = min(((n, w) for n in steps for w in scales), key=lambda k: winner[k] - 5.0 + baseline[k] - 130.0)
     assert naive == (20, 3.0)  # what the mean of score gaps said
     text = sweep_answer(done, Noise(None, 0))
-    assert text.startswith("For the best trial (#0): guidance 2 at 30 DDIM steps samples best (5)")
+    assert text.startswith(
+        "For the best trial (#0): guidance 2 at 30 DDIM steps samples best (5 at 256 samples, 60 network "
+        "evaluations per image); no cheaper combination it completed comes within 0.25 of that (5% of it: no "
+        "noise measured)."
+    )
+    measured = sweep_answer(done, Noise(0.5, 2))  # 2·√2·0.5 ≈ 1.4: 10 guided steps (6.1) are level with the best
+    assert "; guidance 2 at 10 DDIM steps (20 evaluations) comes within 1.4 of that at 6.1 (2·√2 × the score's " in (
+        measured
+    )
     assert "the best in 0 and ranks 7.0 of 9" in text
     assert relative_sweep([sweep_of(t) for t in done])[(30, 2.0)] == 4.0  # mean rank: 1 and 7
 

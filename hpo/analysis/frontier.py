@@ -1,35 +1,36 @@
 """Quality against sampling cost: each trained model's frontier (the best score reached within each
 number of network evaluations per image), and the best model and combination within a budget.
 
-Read from the combinations a trial stored, at the stage that scored every one of them (the screen
-when the sweep had one, else the full count): every trial of a study shares that stage's count and
-statistic, so frontiers compare across trials. Cost is NFE, network evaluations per image:
-:meth:`~hpo.spec.sampling.SamplingConfig.evaluations` (steps, twice under guidance of a
-conditional network)."""
+Read from the combinations a trial completed to the full count, never from its screen: a frontier's
+values are the trial's own statistic (the count and metric of its value), so a point compares with
+the trial's value and across trials. The sweep completes the screen's frontier for this
+(:func:`screen_frontier`: the screen's best at each cost that beats every cheaper one), so a screened
+trial's frontier reaches down to its cheapest cost. Cost is NFE, network evaluations per image:
+:meth:`~hpo.spec.sampling.SamplingConfig.evaluations` (steps, twice under guidance of a conditional
+network)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hpo.analysis.sweep import SCREEN_NAMES, ComboScore, Stage
+from hpo.analysis.sweep import ComboScore
 from hpo.spec.sampling import SamplingConfig
 
 
 @dataclass(frozen=True)
 class FrontierPoint:
     nfe: int
-    value: float  # the stage's ranking number (lower is better)
+    value: float  # the trial's statistic at this combination (lower is better)
     sampling: SamplingConfig
 
 
 @dataclass(frozen=True)
 class Frontier:
-    """One trial's frontier: points of increasing cost, each better than every cheaper one."""
+    """One trial's frontier: completed combinations of increasing cost, each better than every cheaper one."""
 
     trial: int
-    stage: Stage
     statistic: str  # what ``value`` is, in words
     points: list[FrontierPoint]
 
@@ -43,30 +44,29 @@ class Frontier:
         return self.points[0].nfe
 
 
-def compared_stage(scores: Sequence[ComboScore]) -> Stage:
-    """The stage that scored every combination: the screen when there was one."""
-    return "screen" if any(s.stage == "screen" for s in scores) else "full"
-
-
-def stage_statistic(scores: Sequence[ComboScore], stage: Stage) -> str:
-    rows = [s for s in scores if s.stage == stage]
-    if not rows:
-        return "no score"
-    return f"{SCREEN_NAMES[rows[0].ranked_by]} of {rows[0].num_samples} samples"
-
-
-def trial_frontier(trial: int, scores: Sequence[ComboScore], *, conditional: bool) -> Frontier | None:
-    """The frontier of one trial's stored sweep; None without a finite score."""
-    stage = compared_stage(scores)
-    rows = sorted(
-        ((s.evaluations(conditional), s.rank_value, s.sampling) for s in scores if s.stage == stage),
-        key=lambda r: (r[0], r[1]),
-    )
+def cost_frontier(rows: Iterable[tuple[int, float, SamplingConfig]]) -> list[FrontierPoint]:
+    """(NFE, value, combination) rows → the points that beat every cheaper one, cheapest first."""
     points: list[FrontierPoint] = []
-    for nfe, value, sampling in rows:
+    for nfe, value, sampling in sorted(rows, key=lambda r: (r[0], r[1])):
         if math.isfinite(value) and (not points or value < points[-1].value):
             points.append(FrontierPoint(nfe, value, sampling))
-    return Frontier(trial, stage, stage_statistic(scores, stage), points) if points else None
+    return points
+
+
+def screen_frontier(scores: Sequence[ComboScore], conditional: bool) -> list[SamplingConfig]:
+    """The combinations on the screen's own frontier (by the screen's ranking statistic): what the
+    sweep completes beside its finalists, so that every cost level's best has a completed value."""
+    rows = ((s.evaluations(conditional), s.rank_value, s.sampling) for s in scores if s.stage == "screen")
+    return [p.sampling for p in cost_frontier(rows)]
+
+
+def trial_frontier(
+    trial: int, scores: Sequence[ComboScore], *, conditional: bool, metric: str = "FID"
+) -> Frontier | None:
+    """The frontier of one trial's completed combinations; None without a finite completed score."""
+    full = [s for s in scores if s.stage == "full"]
+    points = cost_frontier((s.evaluations(conditional), s.score, s.sampling) for s in full)
+    return Frontier(trial, f"{metric} of {full[0].num_samples} samples", points) if points else None
 
 
 @dataclass(frozen=True)

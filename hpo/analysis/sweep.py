@@ -124,7 +124,7 @@ def statistic_text(stat: dict[str, Any]) -> str:
     ranked = f"a screen of all {stat['combinations']} on {screen['samples']} samples by {by}"
     if stat["completed"] == 1:
         return f"{text}; the one sampling combination {ranked} ranked first"
-    return f"{text}; the best of the {stat['completed']} sampling combinations {ranked} ranked first"
+    return f"{text}; the best of the {stat['completed']} sampling combinations completed after {ranked}"
 
 
 SCREEN_NAMES = {"pca": "FID in the reference's top principal components", "kid": "KID", "fid": "FID"}

@@ -15,7 +15,7 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.frontier import best_within, cheapest_text
+from hpo.analysis.frontier import BudgetPick, best_within, cheapest_text
 from hpo.analysis.record import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord
 from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
@@ -51,18 +51,20 @@ def trial_winner(
     """``STUDY[:TRIAL]`` (the best complete trial without ``:TRIAL``) → the winner and its EMA
     weights in the artifact store (``torch.save`` of the network's state_dict). With ``max_nfe``: the
     best trial (or the named trial's best combination) within that many network evaluations per image,
-    and the provenance says what the budget cost (``budget``)."""
+    and the provenance says what the budget cost (``budget``); its value is that combination's, at the
+    trial's own count."""
     study, trial = find_trial(source, storage, what=what)
-    sampling, budget = TrialRecord.of(trial).sampling, None
+    sampling, budget, value = TrialRecord.of(trial).sampling, None, trial.value
     if max_nfe is not None:
-        trial, sampling, budget = within_budget(study, trial if ":" in source else None, max_nfe, what=what)
+        trial, pick = within_budget(study, trial if ":" in source else None, max_nfe, what=what)
+        sampling, budget, value = pick.point.sampling, pick.text, pick.point.value
     weights = checkpoint_of(study, trial, artifacts)
     if sampling is None:
         raise HpoError(f"trial {trial.number} of study {study.study_name!r} stored no sampling; pick another trial")
     stored = require_spec(study)
     spec = spec_from_dict(fixed_spec(stored, trial.params, sampling), file=f"study {study.study_name}")
     provenance: dict[str, Any] = {
-        "study": study.study_name, "trial": trial.number, VALUE_ATTR: trial.value,
+        "study": study.study_name, "trial": trial.number, VALUE_ATTR: value,
         METRIC_NAME_ATTR: stored.score.metric_name,
     }  # fmt: skip
     if budget is not None:
@@ -72,9 +74,10 @@ def trial_winner(
 
 def within_budget(
     study: optuna.Study, trial: FrozenTrial | None, max_nfe: int, *, what: str
-) -> tuple[FrozenTrial, SamplingConfig, str]:
+) -> tuple[FrozenTrial, BudgetPick]:
     """The best (trial, combination) within ``max_nfe`` over the study's frontiers (only ``trial``'s
-    when one was named), and the sentence saying what the budget costs against the unconstrained best."""
+    when one was named): the trial, and the pick (its combination, value, and the sentence saying what
+    the budget costs against the unconstrained best)."""
     frontiers = study_frontiers(study)
     if trial is not None:
         frontiers = {n: f for n, f in frontiers.items() if n == trial.number}
@@ -82,7 +85,7 @@ def within_budget(
     if pick is None:
         raise HpoError(f"{what} --max-nfe {max_nfe}: {cheapest_text(frontiers, max_nfe)}")
     chosen = next(t for t in study.get_trials(deepcopy=False) if t.number == pick.trial)
-    return chosen, pick.point.sampling, pick.text
+    return chosen, pick
 
 
 def checkpoint_of(study: optuna.Study, trial: FrozenTrial, artifacts: Path) -> Path:

@@ -223,7 +223,7 @@ def frontier_line(study: optuna.Study, best: optuna.trial.FrozenTrial) -> str | 
 def frontiers_json(study: optuna.Study) -> dict[str, Any]:
     """Every complete trial's frontier: trial → its points (cost, value, combination)."""
     return {
-        str(n): {"stage": f.stage, "statistic": f.statistic,
+        str(n): {"statistic": f.statistic,
                  "points": [{"nfe": p.nfe, "value": p.value, "sampling": p.sampling.as_dict()} for p in f.points]}
         for n, f in study_frontiers(study).items()
     }  # fmt: skip

@@ -148,8 +148,8 @@ def sampling(plan: Plan) -> list[str]:
         ("eta", 0.0, "deterministic"),
         ("screen_samples", sc.screen_samples, f"all {n} combinations scored on {sc.screen_samples} samples first ..."),
         ("screen_by", "pca", f"... by FID in {sc.screen_samples // 4} principal components (well-posed at that count)"),
-        ("rescore_top", sc.rescore_top, f"... then the best {sc.rescore_top} on score.num_samples, the best of those "
-         "the trial's value"),
+        ("rescore_top", sc.rescore_top, f"... then the best {sc.rescore_top} (and the best at each cheaper cost) on "
+         "score.num_samples, the best of those the trial's value"),
     ])  # fmt: skip
 
 

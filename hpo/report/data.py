@@ -186,27 +186,43 @@ def cell_words(c: SamplingConfig) -> str:
     return f"guidance {c.guidance_scale:g}{interval} at {c.steps_words}"
 
 
+NO_NOISE_SHARE = 0.05  # without a measured noise, combinations this close to the best count as level
+
+
 def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str:
-    """Which guidance scale and how many DDIM steps, for the best trial's own model (its sweep), and
-    how far the trials behind it agree (by rank within each trial, never by averaging their scores)."""
+    """Which sampling combination, for the best trial's own model: its best completed combination
+    (the trial's value) and the cheapest completed one within the noise of it, both at the trial's
+    own count; then how far the trials behind it agree (by rank within each trial, never by
+    averaging their scores)."""
     sweeps = [(t, scores) for t in done[:top] if len(scores := sweep_of(t)) > 1]
     if not sweeps:
         return "No sampling sweep yet: list several guidance_scale / ddim_steps values under sampling in the spec."
     best_trial, scores = sweeps[0]
-    cells = combo_cells(scores)
-    (best_steps, best_w), best_value = min(cells.items(), key=lambda kv: kv[1])
-    measured = noise.sd is not None and grid_statistic(scores) == "fid"  # the noise is in FID units only
-    margin = noise.tie_margin if measured else 0.1 * (max(cells.values()) - best_value)
-    enough = min(n for (n, _), v in cells.items() if v - best_value <= margin)
-    scale = "" if grid_statistic(scores) == "fid" else " of the screen's statistic"
-    why = "the noise" if measured else f"10% of this sweep's range{scale}"
-    stage, at = grid_stage(scores), (best_steps, best_w)
-    cell = [s for s in scores if s.stage == stage and (s.sampling.ddim_steps, s.sampling.guidance_scale) == at]
-    winner = min(cell, key=lambda s: s.rank_value).sampling
-    text = (
-        f"For the best trial (#{best_trial.number}): {cell_words(winner)} samples best "
-        f"({best_value:.3g}); {enough} steps come within {margin:.2g} of that ({why})."
+    full = [s for s in scores if s.stage == "full" and math.isfinite(s.score)]
+    if not full:
+        return f"The best trial (#{best_trial.number}) completed no sampling combination to the full count."
+    best = min(full, key=lambda s: s.score)
+    margin = noise.tie_margin if noise.sd is not None else NO_NOISE_SHARE * best.score
+    why = (
+        f"2·√2 × the score's noise {noise.sd:.2g}"
+        if noise.sd is not None
+        else f"{NO_NOISE_SHARE:.0%} of it: no noise measured"
     )
+    near = [s for s in full if s.score - best.score <= margin]
+    cheapest = min(near, key=lambda s: (s.evaluations(True), s.score))
+    text = (
+        f"For the best trial (#{best_trial.number}): {cell_words(best.sampling)} samples best "
+        f"({best.score:.3g} at {best.num_samples} samples, {best.evaluations(True)} network evaluations per image); "
+    )
+    if cheapest.evaluations(True) >= best.evaluations(True):
+        text += f"no cheaper combination it completed comes within {margin:.2g} of that ({why})."
+    else:
+        text += (
+            f"{cell_words(cheapest.sampling)} ({cheapest.evaluations(True)} evaluations) comes within {margin:.2g} "
+            f"of that at {cheapest.score:.3g} ({why})."
+        )
+    best_steps, best_w = best.sampling.ddim_steps, best.sampling.guidance_scale
+    cells = combo_cells(scores)
     others = [combo_ranks(sc) for _, sc in sweeps[1:]]
     others = [r for r in others if (best_steps, best_w) in r]
     if not others:

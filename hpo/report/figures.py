@@ -168,8 +168,8 @@ def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "d
 
 def frontier_figure(frontiers: Sequence[Frontier], floor: float | None) -> go.Figure:
     """Quality against sampling cost: each trial's best score within each number of network
-    evaluations per image, one line per trial; the real images' score dashed when it is the same
-    statistic (the full count)."""
+    evaluations per image, one line per trial (completed combinations: the trials' own statistic),
+    the real images' score dashed."""
     fig = go.Figure()
     for f in frontiers:
         fig.add_trace(
@@ -179,7 +179,7 @@ def frontier_figure(frontiers: Sequence[Frontier], floor: float | None) -> go.Fi
                 hovertemplate="%{x} NFE: %{y:.4g} (%{text})<extra></extra>",
             )
         )  # fmt: skip
-    if floor is not None and frontiers and frontiers[0].stage == "full":
+    if floor is not None and frontiers:
         fig.add_hline(y=floor, line_dash="dash", line_color="#2a2", annotation_text="real images")
     statistic = frontiers[0].statistic if frontiers else ""
     fig.update_layout(xaxis_title="network evaluations per image (NFE)", yaxis_title=statistic)

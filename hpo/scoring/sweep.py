@@ -6,19 +6,23 @@ the settings' and not the noise's. With screening, every combination is first sc
 components (``screen_by: pca``; or KID, or plain FID): FID on fewer samples than feature dimensions
 is biased by the samples' spread and ranks low-diversity settings first, KID ranked photo patches
 differently from the full-count FID (``benchmarks/screen_agreement.py``). The best ``rescore_top`` are then completed to
-``num_samples`` (the screening samples are reused, since sample i is the same image in both) and the
-trial's value is the best full-count FID: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
+``num_samples`` (the screening samples are reused, since sample i is the same image in both), and so
+is the screen's best at each cost that beats every cheaper one (its frontier), so that the quality
+against cost the trial reports is completed values too; the trial's value is the best full-count
+FID: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
 combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
 at a time, and screened in two stages (:func:`ema_stages`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
 import torch
 
+from hpo.analysis.frontier import screen_frontier
 from hpo.analysis.sweep import ComboScore, Stage, SweepResult
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
 from hpo.spec.counts import pca_dims
@@ -91,11 +95,13 @@ def run_sweep(
     if screening:
         first, rest = ema_stages(combos)
         screen(first)
-        if rest:  # the other EMA lengths × guidance, at the DDIM steps and η that won the first stage
+        if rest:  # the other EMA lengths × guidance, at the sampler settings that won the first stage
             won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value).sampling
-            screen([c for c in rest if (c.ddim_steps, c.eta) == (won.ddim_steps, won.eta)])
+            screen(at_settings_of(won, rest))
         screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value)
-        finalists = sorted((s.sampling for s in screened[:rescore_top]), key=ema_order)
+        chosen = [s.sampling for s in screened[:rescore_top]]
+        chosen += [c for c in screen_frontier(screened, labels is not None) if c not in chosen]
+        finalists = sorted(chosen, key=ema_order)
     for combo in finalists:
         if (combo, "full") in done:
             result.scores.append(done[(combo, "full")])
@@ -111,13 +117,24 @@ def run_sweep(
 def ema_stages(combos: Sequence[SamplingConfig]) -> tuple[list[SamplingConfig], list[SamplingConfig]]:
     """Screening in two stages when the EMA length is swept beside other settings: first every
     combination at the middle length, then the other lengths (× guidance, which they interact with)
-    only at the DDIM steps and η that won. The cost grows with lengths + combinations, not with
-    their product. Without an EMA sweep: one stage, every combination."""
+    only at the solver settings (sampler, spacing, steps, η) that won. The cost grows with lengths +
+    combinations, not with their product. Without an EMA sweep: one stage, every combination."""
     lengths = sorted({c.ema_sigma_rel for c in combos if c.ema_sigma_rel is not None})
-    if len(lengths) < 2 or len({(c.ddim_steps, c.eta) for c in combos}) < 2:
+    if len(lengths) < 2 or len({solver_settings(c) for c in combos}) < 2:
         return list(combos), []
     pivot = lengths[(len(lengths) - 1) // 2]
     return [c for c in combos if c.ema_sigma_rel == pivot], [c for c in combos if c.ema_sigma_rel != pivot]
+
+
+def solver_settings(combo: SamplingConfig) -> SamplingConfig:
+    """What the EMA stage keeps from the first stage's winner: every setting but the guidance scale and
+    the EMA length (sampler, spacing, steps, η, guidance interval)."""
+    return dataclasses.replace(combo, guidance_scale=1.0, ema_sigma_rel=None)
+
+
+def at_settings_of(won: SamplingConfig, combos: Sequence[SamplingConfig]) -> list[SamplingConfig]:
+    """The combinations of ``combos`` that share ``won``'s solver settings (:func:`solver_settings`)."""
+    return [c for c in combos if solver_settings(c) == solver_settings(won)]
 
 
 def ema_order(combo: SamplingConfig) -> float:

@@ -29,5 +29,7 @@ def study_frontiers(study: optuna.Study) -> dict[int, Frontier]:
 
 def frontier_of(trial: optuna.trial.FrozenTrial, conditional: bool) -> Frontier | None:
     """One trial's frontier (None when it stored no sweep); ``conditional``: :func:`guided_twice`."""
-    scores = [ComboScore.from_dict(d) for d in TrialRecord.of(trial).sweep]
-    return trial_frontier(trial.number, scores, conditional=conditional) if scores else None
+    record = TrialRecord.of(trial)
+    scores = [ComboScore.from_dict(d) for d in record.sweep]
+    metric = str((record.statistic or {}).get("metric") or "FID")
+    return trial_frontier(trial.number, scores, conditional=conditional, metric=metric) if scores else None

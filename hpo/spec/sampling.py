@@ -178,13 +178,15 @@ class SamplingSweep:
 
     def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
         """Network evaluations one trial's sweep spends at most: with a screen, every combination on
-        ``screen_samples`` and the ``rescore_top`` most expensive completed to ``num_samples``;
+        ``screen_samples``, completed to ``num_samples`` the ``rescore_top`` most expensive and one
+        at each cost below the dearest (the screen's frontier, whose last point is a finalist);
         without, every combination on ``num_samples``."""
         combos = self.combinations(fixed, conditional=conditional)
         costs = sorted((c.evaluations(conditional) for c in combos), reverse=True)
         if not 0 < self.screen_samples < num_samples or len(costs) < 2:
             return num_samples * sum(costs)
-        completed = sum(costs[: self.rescore_top]) * (num_samples - self.screen_samples)
+        frontier = sorted(set(costs))[:-1]
+        completed = (sum(costs[: self.rescore_top]) + sum(frontier)) * (num_samples - self.screen_samples)
         return self.screen_samples * sum(costs) + completed
 
     @property
