@@ -142,3 +142,25 @@ def photo_folder(root: Path, per_image: int = 400) -> Path:
             )
     (folder / "done").write_text("")
     return folder
+
+
+def patch_folder(root: Path, per_image: int = 400) -> Path:
+    """The same two photographs cut another way (``../shared/cases/photo-sweep/make_patches.py``):
+    fixed 96-px crops saved as JPEG (quality 90), left for the spec's image size to shrink; the case
+    where a good model's best guidance never reached the sweep's finalists."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    folder = root / "photo-patches-96"
+    if (folder / "done").exists():
+        return folder
+    rng = np.random.default_rng(0)
+    photos = load_sample_images()
+    for name, image in zip(("china", "flower"), photos.images, strict=True):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        h, w, _ = image.shape
+        for i in range(per_image):
+            y, x = int(rng.integers(0, h - 96)), int(rng.integers(0, w - 96))
+            Image.fromarray(image[y : y + 96, x : x + 96]).save(folder / name / f"{i:04d}.jpg", quality=90)
+    (folder / "done").write_text("")
+    return folder

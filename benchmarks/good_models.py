@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DIGITS, photo_folder, spec_with
+from benchmarks.common import DIGITS, patch_folder, photo_folder, spec_with
 
 CACHE = Path("/tmp/hpo-bench-cache/good-models")
 DATASETS = ("digits", "shapes", "photos")
+PHOTO_CUTS = {"photos": photo_folder, "patches": patch_folder}  # the two photographs cut two ways
 MODELS = 6  # per dataset
 # Shapes' best guidance sat at the grid's top edge after 32 kimg (FID∞ 18-39): they train 4× longer.
-KIMG = {"digits": 32, "shapes": 128, "photos": 32}
+KIMG = {"digits": 32, "shapes": 128, "photos": 32, "patches": 32}
 WIDTH = 32
-SEEDS = {"digits": 11, "shapes": 12, "photos": 13}  # each dataset's draws of configurations
+SEEDS = {"digits": 11, "shapes": 12, "photos": 13, "patches": 14}  # each dataset's draws of configurations
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def model_spec(
     dataset: str, *, num_samples: int = 256, cache: Path = CACHE, device: str = "cpu", kimg: float | None = None
 ) -> dict[str, Any]:
     """The quickstart's spec on ``dataset`` at the population's budget (``kimg`` overrides it) and width."""
-    data = {"source": "folder", "path": str(photo_folder(cache))} if dataset == "photos" else {"source": dataset}
+    cut = PHOTO_CUTS.get(dataset)
+    data = {"source": "folder", "path": str(cut(cache))} if cut is not None else {"source": dataset}
     budget = KIMG[dataset] if kimg is None else kimg
     return spec_with(
         DIGITS,

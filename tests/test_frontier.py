@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpo.analysis.frontier import best_within, screen_frontier, trial_frontier
+from hpo.analysis.frontier import Screened, best_within, finalists, screen_frontier, trial_frontier
 from hpo.analysis.sweep import ComboScore
 from hpo.commands.export import fixed_spec
 from hpo.service.storage import open_storage
@@ -166,3 +166,18 @@ def test_a_study_without_a_spec_still_has_frontiers(tmp_path: Path) -> None:
     study = optuna.create_study(study_name="plain", storage=f"sqlite:///{tmp_path / 'p.db'}")
     add(study, {"lr": 1e-3}, value=2.0, curve=[1.0], sweep=planted_sweep(EXPENSIVE_WINNER))
     assert [p.nfe for p in study_frontiers(study)[0].points] == [10, 30, 60]
+
+
+def test_a_screen_that_ranks_the_best_guidance_last_still_sends_it_to_the_full_count() -> None:
+    """../shared/cases/photo-sweep: on 64 samples (PCA-16) guidance 2 ranked last at every step count; on
+    1 024 it was best (2.44 against the reported 3.04). The screen ordered steps within each guidance
+    scale as the full count did, so the best of each scale goes on beside the best 3 and the frontier."""
+    screen = {(1.0, 10): 5.08, (1.0, 20): 3.80, (1.0, 30): 3.54, (2.0, 10): 6.41, (2.0, 20): 5.02, (2.0, 30): 4.75,
+              (3.0, 10): 4.87, (3.0, 20): 3.41, (3.0, 30): 3.07}  # fmt: skip
+    rows = [Screened((w, n), w, n * (1 if w == 1 else 2), v) for (w, n), v in screen.items()]
+    picked = finalists(rows, 3)
+    assert picked[:3] == [(3.0, 30), (3.0, 20), (1.0, 30)]  # the best 3 first
+    assert (2.0, 30) in picked and picked.count((3.0, 30)) == 1  # every scale's best, each once
+    assert set(picked) - {(3.0, 30), (3.0, 20), (1.0, 30), (2.0, 30)} == {(1.0, 10), (1.0, 20)}  # the frontier
+    unguided = [Screened(r.key, 1.0, r.nfe, r.value) for r in rows]  # an unconditional network: one "scale"
+    assert (2.0, 30) not in finalists(unguided, 3)

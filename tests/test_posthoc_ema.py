@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpo.analysis.frontier import screen_frontier
+from hpo.analysis.frontier import screen_finalists
 from hpo.analysis.sweep import ComboScore, SweepResult, ema_sentence, sweep_table
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint
@@ -211,8 +211,7 @@ def test_ema_lengths_are_screened_at_the_winning_steps_only_and_rebuilt_once_eac
     assert len(screened) == 8 and {c.ddim_steps for c in screened if c.ema_sigma_rel != 0.1} == {
         won.sampling.ddim_steps
     }
-    screen = sorted((s for s in sweep.scores if s.stage == "screen"), key=lambda s: s.rank_value)
-    finalists = {s.sampling for s in screen[:2]} | set(screen_frontier(screen, conditional=True))
+    finalists = set(screen_finalists(sweep.scores, 2, conditional=True))
     assert {s.sampling for s in sweep.full} == finalists and sweep.best.num_samples == 32
     lengths = len({c.ema_sigma_rel for c in finalists})  # each length rebuilt once screening, once completing
     assert len(rebuilt) <= 3 + lengths

@@ -5,6 +5,7 @@ principal components (or KID), and an FID screen with fewer samples than feature
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +26,7 @@ from hpo.scoring.reference import ReferenceStats
 from hpo.scoring.score import SampleFeatures, Scorer, make_scorer, sample_features, scores_of
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.config import ScoreConfig
-from hpo.spec.sampling import SamplingConfig
+from hpo.spec.sampling import SCREEN_PAYS, SamplingConfig
 from hpo.spec.spec import spec_from_dict
 from hpo.training.data import ImageData
 from hpo.training.trainer import train
@@ -142,8 +143,7 @@ def test_a_full_count_at_the_feature_dimension_warns_at_launch_and_in_the_doctor
     check = sample_counts(spec, channels=1)
     assert check.status == "warn" and "128 samples are not more than the 133 dimensions" in check.reason
     shipped = sample_counts(spec_from_dict(DIGITS), channels=1)
-    expected = "screen 64 by FID in 16 principal components, FID on 512 samples in 133 dimensions"
-    assert shipped.status == "pass" and shipped.reason == expected
+    assert shipped.status == "pass" and shipped.reason == "no screen, FID on 1024 samples in 133 dimensions"
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(raw))
     url = f"sqlite:///{tmp_path / 'x.db'}"
@@ -167,13 +167,13 @@ def test_the_shipped_rule_completes_the_combination_a_screen_misorders_on_a_good
     dimensions but 20 % narrow in its 16 leading components; another matches the leading ones exactly
     and is 30 % too wide in the 127 others, which FID in 16 principal components cannot see. At 64
     samples the screen ranks the wide one first; at 256 (and 2 048) FID ranks the faithful one first.
-    The shipped rule (digits.yaml: the screen's best 3 completed) reports the faithful one; the old
-    rule (the screen's best 1) reported the wide one."""
+    A spec's screen (the quickstart's grid screened on 64, its best 3 completed) reports the faithful
+    one; the old rule (the screen's best 1) reported the wide one."""
     rng = np.random.default_rng(0)
     scorer = planted_scorer(rng.normal(size=(4000, DIM)) * SCALES, num_samples=256)
     ref = scorer.reference.space
     z = rng.normal(size=(256, DIM)) * SCALES  # one noise for every combination, as the sweep draws it
-    sweep = spec_from_dict(DIGITS).sampling
+    sweep = replace(spec_from_dict(DIGITS).sampling, screen_samples=64, rescore_top=3)
     combos = sweep.combinations()
     faithful, wide = combos[4], combos[1]
     sets = {faithful: planted_set(z, top=0.8), wide: planted_set(z, rest=1.3)}
@@ -192,3 +192,21 @@ def test_the_shipped_rule_completes_the_combination_a_screen_misorders_on_a_good
     assert sweep.rescore_top == 3 and result.best.sampling == faithful
     screen_first = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value)
     assert screen_first.sampling == wide  # what the old rule (the screen's best 1 completed) reported
+
+
+def test_a_screen_that_saves_nothing_is_warned_about_and_init_plans_none() -> None:
+    """With each guidance scale's best and the frontier completed, a screen of the quickstart's 6
+    combinations may complete all 6: it costs as much as none in the worst case and can only lose the
+    best. The doctor says so with the fix; `hpo init` writes no screen there (digits.yaml follows)."""
+    screened = replace(spec_from_dict(DIGITS), sampling=replace(spec_from_dict(DIGITS).sampling, screen_samples=64))
+    assert screened.sampling.screen_saving(512) == 0.0
+    check = sample_counts(screened, channels=1)
+    assert check.status == "warn" and "saves 0% of the sweep's network evaluations in the worst case" in check.reason
+    assert check.fix == "set sampling.screen_samples: 0 to score every combination in full"
+    wide = replace(screened.sampling, ddim_steps=(10, 20), eta=(0.0, 0.2, 0.5, 1.0), sampler=("ddim",),
+                   spacing=("trailing", "karras"))  # fmt: skip
+    assert len(wide.combinations()) == 48 and wide.screen_saving(512) >= SCREEN_PAYS  # finalists: a few of 48
+    big = sample_counts(replace(screened, sampling=wide), channels=1)
+    assert big.status == "pass" and big.reason.startswith(
+        "screen 64 by FID in 16 principal components (saving at least"
+    )

@@ -142,7 +142,9 @@ CASES.update(
         "sampling searched too": (param("guidance_scale", {"type": "float", "low": 1, "high": 3}), "search.guidance_scale"),
         "sampling rescore_top zero": (setting("sampling", "rescore_top", 0), "sampling.rescore_top"),
         "sampling screen_by unknown": (setting("sampling", "screen_by", "fidd"), "sampling.screen_by"),
-        "FID screen below the feature dimension": (setting("sampling", "screen_by", "fid"), "sampling.screen_samples"),
+        "FID screen below the feature dimension": (
+            lambda s: s["sampling"].update(screen_samples=64, screen_by="fid"), "sampling.screen_samples",
+        ),
         "PCA screen of 4 samples": (setting("sampling", "screen_samples", 4), "sampling.screen_samples"),
         "sampling not a mapping": (lambda s: s.update(sampling=[1, 2]), "sampling"),
         "legacy ddim_eta beside sampling.eta": (setting("train", "ddim_eta", float("inf")), "train.ddim_eta"),
@@ -216,7 +218,10 @@ def test_malformed_spec_is_one_line_naming_file_and_key_with_exit_2(
     body, key = CASES[case]
     spec = write_case(tmp_path, body)
     before = set(tmp_path.rglob("*"))
-    code, out, err = run_cli(["launch", str(spec), "--storage", f"sqlite:///{tmp_path / 'x.db'}", "--detach"])
+    # --workers 0: a case that is not refused (a test bug) must not leave a detached worker training
+    code, out, err = run_cli(
+        ["launch", str(spec), "--storage", f"sqlite:///{tmp_path / 'x.db'}", "--workers", "0", "--detach"]
+    )
     assert code == 2, (out, err)
     assert err.startswith(f"error: {spec}: {key}") and err.count("\n") == 1, err[:500]
     assert "Traceback" not in err

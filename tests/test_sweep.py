@@ -12,7 +12,7 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
-from hpo.analysis.frontier import screen_frontier
+from hpo.analysis.frontier import screen_finalists, screen_frontier
 from hpo.analysis.sweep import ComboScore, statistic_text, value_statistic
 from hpo.diffusion import sampler as sampler_module
 from hpo.scoring import pipeline
@@ -81,8 +81,10 @@ def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
     result = run_sweep(scorer, model, COMBOS, screen_samples=16, rescore_top=1)
     screened = [s for s in result.scores if s.stage == "screen"]
     screened_best = min(screened, key=lambda s: s.rank_value)
-    # the finalist, and the screen's best at each cheaper cost (its frontier), so every cost quotes a completed value
-    finalists = {screened_best.sampling} | set(screen_frontier(screened, conditional=True))
+    # the finalist, the screen's best at each guidance scale and at each cheaper cost (its frontier)
+    finalists = set(screen_finalists(screened, 1, conditional=True))
+    assert screened_best.sampling in finalists and set(screen_frontier(screened, conditional=True)) <= finalists
+    assert {c.guidance_scale for c in finalists} == {1.0, 2.0}
     assert len(screened) == 4 and {s.sampling for s in result.full} == finalists
     assert drawn == [16] * 4 + [32] * len(finalists)  # a finalist's 16 screening samples are the first 16 of its 48
     assert result.best.score == min(s.score for s in result.full) and result.best.num_samples == 48
@@ -187,15 +189,22 @@ def test_a_retried_trial_rescores_only_the_combinations_not_stored(
 
 def test_a_sweeps_cost_counts_every_screened_combination_and_the_costliest_finalists() -> None:
     """Network evaluations per image: steps, twice under guidance (w ≠ 1) of a conditional network;
-    every combination on the screen, the rescore_top most expensive and the screen's frontier completed."""
-    sweep = SamplingSweep(guidance_scale=(1.0, 2.0, 3.0), ddim_steps=(10, 20, 30), screen_samples=64, rescore_top=1)
+    every combination on the screen, the rescore_top most expensive, the dearest at each guidance scale
+    and the screen's frontier completed, never more than every combination."""
     assert SamplingConfig(2.0, 30).evaluations() == 60 and SamplingConfig(1.0, 30).evaluations() == 30
+    sweep = SamplingSweep(guidance_scale=(1.0, 3.0), ddim_steps=(10, 20, 30), eta=(0.0, 0.5, 1.0), screen_samples=64,
+                          rescore_top=1)  # fmt: skip
+    every = 3 * (10 + 20 + 30) + 3 * (20 + 40 + 60)  # 18 combinations
     below = 10 + 20 + 30 + 40  # the screen's frontier: at most one completed at each cost below the dearest (60)
-    assert sweep.evaluations(256) == 64 * 300 + 192 * (60 + below)
-    assert replace(sweep, rescore_top=3).evaluations(256) == 64 * 300 + 192 * (60 + 60 + 40 + below)
-    assert replace(sweep, screen_samples=0).evaluations(256) == 256 * 300
-    assert sweep.evaluations(256, conditional=False) == 64 * 180 + 192 * (30 + 10 + 20)
-    assert sweep.evaluations(256, fixed={"guidance_scale": 1.0}) == 64 * 60 + 192 * (30 + 10 + 20)
+    scales = 30 + 60  # the best at each guidance scale, at most its dearest
+    assert sweep.evaluations(256) == 64 * every + 192 * (60 + scales + below)
+    assert replace(sweep, rescore_top=3).evaluations(256) == 64 * every + 192 * (3 * 60 + scales + below)
+    assert replace(sweep, screen_samples=0).evaluations(256) == 256 * every
+    assert sweep.evaluations(256, conditional=False) == 64 * 360 + 192 * (30 + 30 + 10 + 20)  # one "scale"
+    # the quickstart's former DDIM grid: the finalists may be all 9, so a screen saves nothing at worst
+    small = SamplingSweep(guidance_scale=(1.0, 2.0, 3.0), ddim_steps=(10, 20, 30), screen_samples=64)
+    assert small.evaluations(256) == replace(small, screen_samples=0).evaluations(256) == 256 * 300
+    assert small.screen_saving(256) == 0.0 and replace(small, screen_samples=0).screen_saving(256) == 0.0
 
 
 def test_a_sweep_over_samplers_scores_dpm_solver_on_the_same_weights_and_noise(

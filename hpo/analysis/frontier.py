@@ -5,15 +5,17 @@ Read from the combinations a trial completed to the full count, never from its s
 values are the trial's own statistic (the count and metric of its value), so a point compares with
 the trial's value and across trials. The sweep completes the screen's frontier for this
 (:func:`screen_frontier`: the screen's best at each cost that beats every cheaper one), so a screened
-trial's frontier reaches down to its cheapest cost. Cost is NFE, network evaluations per image:
+trial's frontier reaches down to its cheapest cost; :func:`finalists` says what else it completes.
+Cost is NFE, network evaluations per image:
 :meth:`~hpo.spec.sampling.SamplingConfig.evaluations` (steps, twice under guidance of a conditional
 network)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from hpo.analysis.sweep import ComboScore
 from hpo.spec.sampling import SamplingConfig
@@ -44,20 +46,69 @@ class Frontier:
         return self.points[0].nfe
 
 
+K = TypeVar("K", bound=Hashable)
+
+
+def lower_envelope(rows: Iterable[tuple[int, float, K]]) -> list[tuple[int, float, K]]:
+    """(cost, value, key) rows → those whose value beats every cheaper one's, cheapest first (values that
+    are not finite never do)."""
+    out: list[tuple[int, float, K]] = []
+    for row in sorted(rows, key=lambda r: (r[0], r[1])):
+        if math.isfinite(row[1]) and (not out or row[1] < out[-1][1]):
+            out.append(row)
+    return out
+
+
 def cost_frontier(rows: Iterable[tuple[int, float, SamplingConfig]]) -> list[FrontierPoint]:
     """(NFE, value, combination) rows → the points that beat every cheaper one, cheapest first."""
-    points: list[FrontierPoint] = []
-    for nfe, value, sampling in sorted(rows, key=lambda r: (r[0], r[1])):
-        if math.isfinite(value) and (not points or value < points[-1].value):
-            points.append(FrontierPoint(nfe, value, sampling))
-    return points
+    return [FrontierPoint(*row) for row in lower_envelope(rows)]
+
+
+@dataclass(frozen=True)
+class Screened(Generic[K]):
+    """One combination as a screen saw it: what :func:`finalists` chooses from."""
+
+    key: K
+    guidance: float  # its guidance scale (1 for every combination of an unconditional network)
+    nfe: int
+    value: float  # the screen's ranking statistic (lower is better)
+
+
+def finalists(screened: Sequence[Screened[K]], top: int) -> list[K]:
+    """What a screen sends on to the full count: its best ``top``; its best at each guidance scale,
+    because a small count misorders guidance scales (they trade diversity, which it measures worst, for
+    fidelity) where it orders steps at one scale as the full count does (docs/screening.md: a photo
+    model's best, guidance 2, was ranked last at every step count on 64 samples and first on 1 024); and
+    its frontier, so that every cost level's best has a completed value. In that order, once each."""
+    ranked = sorted(screened, key=lambda s: s.value)
+    chosen = [s.key for s in ranked[:top]]
+    best_at: dict[float, K] = {}
+    for s in ranked:
+        best_at.setdefault(s.guidance, s.key)
+    chosen += best_at.values()
+    chosen += [key for _, _, key in lower_envelope((s.nfe, s.value, s.key) for s in screened)]
+    return list(dict.fromkeys(chosen))
+
+
+def screened_combinations(scores: Sequence[ComboScore], conditional: bool) -> list[Screened[SamplingConfig]]:
+    """A sweep's screen scores as :func:`finalists` reads them."""
+    out: list[Screened[SamplingConfig]] = []
+    for s in scores:
+        if s.stage == "screen":
+            guidance = s.sampling.guidance_scale if conditional else 1.0
+            out.append(Screened(s.sampling, guidance, s.evaluations(conditional), s.rank_value))
+    return out
+
+
+def screen_finalists(scores: Sequence[ComboScore], top: int, conditional: bool) -> list[SamplingConfig]:
+    """The combinations a sweep completes after its screen (:func:`finalists`)."""
+    return finalists(screened_combinations(scores, conditional), top)
 
 
 def screen_frontier(scores: Sequence[ComboScore], conditional: bool) -> list[SamplingConfig]:
-    """The combinations on the screen's own frontier (by the screen's ranking statistic): what the
-    sweep completes beside its finalists, so that every cost level's best has a completed value."""
-    rows = ((s.evaluations(conditional), s.rank_value, s.sampling) for s in scores if s.stage == "screen")
-    return [p.sampling for p in cost_frontier(rows)]
+    """The combinations on the screen's own frontier (by the screen's ranking statistic)."""
+    rows = ((s.nfe, s.value, s.key) for s in screened_combinations(scores, conditional))
+    return [key for _, _, key in lower_envelope(rows)]
 
 
 def trial_frontier(

@@ -14,6 +14,7 @@ from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim, screen_words
 from hpo.spec.params import candidates, param_bounds
+from hpo.spec.sampling import SCREEN_PAYS
 from hpo.spec.spec import Spec, sample_count_problems, sampling_values
 from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
@@ -96,9 +97,20 @@ def sample_counts(spec: Spec, channels: int) -> Check:
             f"raise {worst.key}",
         )  # fmt: skip
     d, sweep = feature_dim(spec.score.features, channels), spec.sampling
+    counts = f"FID on {spec.score.num_samples} samples in {d} dimensions"
+    if not sweep.screen_samples:
+        return Check("scoring: sample counts", "pass", f"no screen, {counts}")
     by = screen_words(sweep.screen_by, sweep.screen_samples)
-    screen = f"screen {sweep.screen_samples} by {by}, " if sweep.screen_samples else ""
-    return Check("scoring: sample counts", "pass", f"{screen}FID on {spec.score.num_samples} samples in {d} dimensions")
+    saving = sweep.screen_saving(spec.score.num_samples, conditional=spec.train.conditional)
+    if saving < SCREEN_PAYS:
+        return Check(
+            "scoring: sample counts", "warn",
+            f"the screen ({sweep.screen_samples} by {by}) saves {max(saving, 0):.0%} of the sweep's network "
+            "evaluations in the worst case (its finalists may be every combination) and can only lose the best one",
+            "set sampling.screen_samples: 0 to score every combination in full",
+        )  # fmt: skip
+    saves = f"saving at least {saving:.0%} of the sweep's network evaluations"
+    return Check("scoring: sample counts", "pass", f"screen {sweep.screen_samples} by {by} ({saves}), {counts}")
 
 
 def run_doctor(

@@ -7,6 +7,7 @@ and sample counts clear the dimensions the scoring check asks for (:func:`featur
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -20,7 +21,7 @@ from hpo.errors import HpoError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim
 from hpo.spec.rules import MAX_EXTRAPOLATION
-from hpo.spec.sampling import RESCORE_TOP, SamplerName, Spacing
+from hpo.spec.sampling import RESCORE_TOP, SCREEN_PAYS, SamplerName, SamplingSweep, Spacing
 from hpo.training.data import held_out_count
 from hpo.training.model import count_parameters, info_for, network_for
 
@@ -36,10 +37,12 @@ FIXED_BATCH = 1  # the memory estimate counts a step at these two batch sizes: t
 Kind = Literal["gpu", "cpu"]
 
 
-# Classifier-FID's full count: at 512 samples the screen's best 3 report values that rank 7 good models
-# per dataset as an unbiased count does (Spearman 0.93 digits, 1.00 shapes, 1.00 photos) where 256 gave
-# 0.96 / 0.89 / 0.93 (benchmarks/sweep_truth.py, docs/screening.md); the screen stays at 64.
-CLASSIFIER_SAMPLES = 512
+# Classifier-FID's full count, every combination scored on it: at 1 024 the best picked was within 2 sd
+# of a difference of truth's best on every good model measured (digits, shapes, two cuts of photos),
+# at most 0.2 % worse; at 512 FID's count bias, which grows with a combination's spread, put another
+# guidance scale first on 2 photo models, 5.8 % and 6.4 % worse (benchmarks/sweep_truth.py,
+# docs/screening.md).
+CLASSIFIER_SAMPLES = 1024
 
 
 @dataclass(frozen=True)
@@ -230,12 +233,25 @@ def scoring(num_classes: int, weights_present: bool, kind: Kind) -> Scoring:
     """Inception FID where clean-fid's weights are here (or where nothing else can score: the feature
     classifier needs 2 classes), else classifier-FID; samples: the first power of two above the
     feature dimensions (FID's covariance is singular at fewer), a quarter of them in the screen; with
-    classifier features the finalists are completed to twice that (``CLASSIFIER_SAMPLES``)."""
+    classifier features every combination is scored on ``CLASSIFIER_SAMPLES``."""
     features: Literal["inception", "classifier"] = "inception" if weights_present or num_classes < 2 else "classifier"
     dims = feature_dim(features, 3)
     n = 2 ** math.ceil(math.log2(dims + 1))
     full = CLASSIFIER_SAMPLES if features == "classifier" else n
     return Scoring(features, dims, full, n // 4, 250 if kind == "gpu" else 64, RESCORE_TOP, weights_present)
+
+
+def screen_if_it_pays(scoring: Scoring, search: SearchPlan, conditional: bool) -> Scoring:
+    """``scoring`` with its screen where the screen saves at least :data:`SCREEN_PAYS` of the sweep's
+    worst-case evaluations, else with none (every combination completed): on the shipped grids its
+    finalists (the best 3, each guidance scale's best, its frontier) may be every combination."""
+    sweep = SamplingSweep(
+        guidance_scale=search.guidance, ddim_steps=search.ddim_steps, sampler=(search.sampler,),
+        spacing=(search.spacing,), screen_samples=scoring.screen_samples, rescore_top=scoring.rescore_top,
+    )  # fmt: skip
+    if sweep.screen_saving(scoring.num_samples, conditional=conditional) >= SCREEN_PAYS:
+        return scoring
+    return dataclasses.replace(scoring, screen_samples=0)
 
 
 def search_plan(net: Network, batches: tuple[int, ...], kind: Kind, conditional: bool) -> SearchPlan:
@@ -266,12 +282,13 @@ def plan_spec(
     conditional = survey.num_classes > 1
     net = estimate_network(size, machine.kind, survey.num_classes if conditional else 0)
     batches = batch_sizes(net, machine, n_train)
+    search = search_plan(net, batches, machine.kind, conditional)
     return Plan(
         name=name, survey=survey, machine=machine, image_size=size, size_share=survey.share_at_least(size),
         chosen_size=image_size is None, val_fraction=fraction, n_train=n_train, n_val=n_val,
         conditional=conditional, network=net, budget=budget(n_train, size, machine.kind, batches[-1]),
-        scoring=scoring(survey.num_classes, weights_present, machine.kind),
-        search=search_plan(net, batches, machine.kind, conditional),
+        scoring=screen_if_it_pays(scoring(survey.num_classes, weights_present, machine.kind), search, conditional),
+        search=search,
         n_trials=40 if machine.kind == "gpu" else 10,
     )  # fmt: skip
 

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
-from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, epochs
+from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, Scoring, epochs
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 # The CPU quickstart's winner (README: trial 4 of search_spaces/digits.yaml, classifier-FID 2.64 against
@@ -146,11 +146,21 @@ def sampling(plan: Plan) -> list[str]:
         ("sampler", se.sampler, SAMPLER_WHY[se.sampler]),
         ("spacing", se.spacing, SPACING_WHY[se.spacing]),
         ("eta", 0.0, "deterministic"),
+        *screen_lines(sc, n),
+    ])  # fmt: skip
+
+
+def screen_lines(sc: Scoring, n: int) -> list[tuple[str, Any, str]]:
+    """The screen's settings, or why there is none (:func:`hpo.planning.plan.screen_if_it_pays`)."""
+    if sc.screen_samples == 0:
+        return [("screen_samples", 0, f"no screen: all {n} combinations on score.num_samples, the best the trial's "
+                 "value; a screen's finalists could be every one of them here (docs/screening.md)")]  # fmt: skip
+    return [
         ("screen_samples", sc.screen_samples, f"all {n} combinations scored on {sc.screen_samples} samples first ..."),
         ("screen_by", "pca", f"... by FID in {sc.screen_samples // 4} principal components (well-posed at that count)"),
-        ("rescore_top", sc.rescore_top, f"... then the best {sc.rescore_top} (and the best at each cheaper cost) on "
-         "score.num_samples, the best of those the trial's value"),
-    ])  # fmt: skip
+        ("rescore_top", sc.rescore_top, f"... then the best {sc.rescore_top}, each guidance scale's best and the "
+         "best at each cheaper cost on score.num_samples, the best of those the trial's value"),
+    ]  # fmt: skip
 
 
 def score(plan: Plan) -> list[str]:
@@ -164,8 +174,8 @@ def score(plan: Plan) -> list[str]:
         why = "FID on a small CNN trained on these classes (offline); `hpo fetch-weights` then inception for FID"
     return section("score", "how each finished trial is scored", [
         ("features", sc.features, why),
-        ("num_samples", sc.num_samples, f"at {sc.num_samples} the values rank models as an unbiased count does "
-         "(docs/screening.md)"
+        ("num_samples", sc.num_samples, f"at {sc.num_samples} the best combination is picked as an unbiased count "
+         "picks it (docs/screening.md)"
          if sc.features == "classifier" else f"the first power of two above the {sc.dims} feature dimensions"),
         ("batch_size", sc.batch_size, "sampling batch"),
         ("grid_size", 64, "images in each trial's sample grid"),

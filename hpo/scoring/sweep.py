@@ -7,9 +7,9 @@ components (``screen_by: pca``; or KID, or plain FID): FID on fewer samples than
 is biased by the samples' spread and ranks low-diversity settings first, KID ranked photo patches
 differently from the full-count FID (``benchmarks/screen_agreement.py``). The best ``rescore_top`` are then completed to
 ``num_samples`` (the screening samples are reused, since sample i is the same image in both), and so
-is the screen's best at each cost that beats every cheaper one (its frontier), so that the quality
-against cost the trial reports is completed values too; the trial's value is the best full-count
-FID: FIDs are compared at equal counts only. With ``ema`` (post-hoc EMA), a
+are the screen's best at each guidance scale and at each cost that beats every cheaper one
+(:func:`hpo.analysis.frontier.finalists` says why); the trial's value is the best full-count FID: FIDs
+are compared at equal counts only. With ``ema`` (post-hoc EMA), a
 combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
 at a time, and screened in two stages (:func:`ema_stages`).
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from hpo.analysis.frontier import screen_frontier
+from hpo.analysis.frontier import screen_finalists
 from hpo.analysis.sweep import ComboScore, Stage, SweepResult
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
 from hpo.spec.counts import pca_dims
@@ -98,10 +98,7 @@ def run_sweep(
         if rest:  # the other EMA lengths × guidance, at the sampler settings that won the first stage
             won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value).sampling
             screen(at_settings_of(won, rest))
-        screened = sorted((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value)
-        chosen = [s.sampling for s in screened[:rescore_top]]
-        chosen += [c for c in screen_frontier(screened, labels is not None) if c not in chosen]
-        finalists = sorted(chosen, key=ema_order)
+        finalists = sorted(screen_finalists(result.scores, rescore_top, labels is not None), key=ema_order)
     for combo in finalists:
         if (combo, "full") in done:
             result.scores.append(done[(combo, "full")])

@@ -19,11 +19,15 @@ from hpo.spec.rules import check_guidance, check_guidance_interval, check_sigma_
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
-# Screened combinations completed to the full count: on 21 good models (3 datasets, classifier
-# features) the screen's best 1 reported a combination outside truth's own noise on 4 (up to 1.8 sd of
-# a value; 4.7 on one model's earlier samples), its best 3 on 1 (regret at most 0.5 sd at 256, 0.9 at 512;
-# benchmarks/sweep_truth.py, docs/screening.md).
+# Screened combinations completed to the full count, beside each guidance scale's best and the screen's
+# frontier (hpo.analysis.frontier.finalists): on 21 good models (3 datasets, classifier features) the
+# screen's best 1 picked a combination more than 2 sd of a difference (floor 2 %) worse than truth's
+# best on 4, its best 3 on 1 (photos-7, 8.7 % worse; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
+# A screen is planned only where it saves at least this share of the sweep's network evaluations in the
+# worst case: with its finalists completed, on grids of a dozen combinations it saves nothing there, and
+# a screen can only lose the best combination, never find a better one (docs/screening.md).
+SCREEN_PAYS = 0.5
 SamplerName = Literal["ddim", "dpmpp_2m", "heun"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
 SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
 SAMPLER_WORDS = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)", "heun": "Heun (EDM)"}
@@ -178,16 +182,27 @@ class SamplingSweep:
 
     def evaluations(self, num_samples: int, *, conditional: bool = True, fixed: Mapping[str, Any] | None = None) -> int:
         """Network evaluations one trial's sweep spends at most: with a screen, every combination on
-        ``screen_samples``, completed to ``num_samples`` the ``rescore_top`` most expensive and one
-        at each cost below the dearest (the screen's frontier, whose last point is a finalist);
-        without, every combination on ``num_samples``."""
+        ``screen_samples``, completed to ``num_samples`` the ``rescore_top`` most expensive, the
+        dearest at each guidance scale and one at each cost below the dearest (the screen's frontier,
+        whose last point is a finalist; :func:`hpo.analysis.frontier.finalists`); without, every
+        combination on ``num_samples``."""
         combos = self.combinations(fixed, conditional=conditional)
         costs = sorted((c.evaluations(conditional) for c in combos), reverse=True)
         if not 0 < self.screen_samples < num_samples or len(costs) < 2:
             return num_samples * sum(costs)
         frontier = sorted(set(costs))[:-1]
-        completed = (sum(costs[: self.rescore_top]) + sum(frontier)) * (num_samples - self.screen_samples)
-        return self.screen_samples * sum(costs) + completed
+        dearest: dict[float, int] = {}
+        for c in combos:
+            scale = c.guidance_scale if conditional else 1.0
+            dearest[scale] = max(dearest.get(scale, 0), c.evaluations(conditional))
+        finalists = min(sum(costs[: self.rescore_top]) + sum(dearest.values()) + sum(frontier), sum(costs))
+        return self.screen_samples * sum(costs) + finalists * (num_samples - self.screen_samples)
+
+    def screen_saving(self, num_samples: int, *, conditional: bool = True) -> float:
+        """The share of the sweep's worst-case network evaluations the screen saves against completing
+        every combination (0 without a screen; at most 0 where its finalists may be every combination)."""
+        every = replace(self, screen_samples=0).evaluations(num_samples, conditional=conditional)
+        return 1 - self.evaluations(num_samples, conditional=conditional) / every
 
     @property
     def posthoc_ema(self) -> bool:
