@@ -12,7 +12,7 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,24 +124,15 @@ def best_value(study: optuna.Study) -> float:
 def photo_folder(root: Path, per_image: int = 400) -> Path:
     """Patches of scikit-learn's two sample photographs (china, flower): 2 classes of real photos."""
     from PIL import Image
-    from sklearn.datasets import load_sample_images
 
-    folder = root / "photo-patches"
-    if (folder / "done").exists():
-        return folder
-    rng = np.random.default_rng(0)
-    photos = load_sample_images()
-    for name, image in zip(("china", "flower"), photos.images, strict=True):
-        (folder / name).mkdir(parents=True, exist_ok=True)
+    def cut(rng: np.random.Generator, image: np.ndarray, stem: Path) -> None:
         h, w, _ = image.shape
-        for i in range(per_image):
-            side = int(rng.integers(48, 128))
-            y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
-            Image.fromarray(image[y : y + side, x : x + side]).resize((32, 32), Image.Resampling.BICUBIC).save(
-                folder / name / f"{i:04d}.png"
-            )
-    (folder / "done").write_text("")
-    return folder
+        side = int(rng.integers(48, 128))
+        y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
+        crop = Image.fromarray(image[y : y + side, x : x + side])
+        crop.resize((32, 32), Image.Resampling.BICUBIC).save(stem.with_suffix(".png"))
+
+    return cut_photos(root / "photo-patches", per_image, cut)
 
 
 def patch_folder(root: Path, per_image: int = 400) -> Path:
@@ -149,18 +140,26 @@ def patch_folder(root: Path, per_image: int = 400) -> Path:
     fixed 96-px crops saved as JPEG (quality 90), left for the spec's image size to shrink; the case
     where a good model's best guidance never reached the sweep's finalists."""
     from PIL import Image
+
+    def cut(rng: np.random.Generator, image: np.ndarray, stem: Path) -> None:
+        h, w, _ = image.shape
+        y, x = int(rng.integers(0, h - 96)), int(rng.integers(0, w - 96))
+        Image.fromarray(image[y : y + 96, x : x + 96]).save(stem.with_suffix(".jpg"), quality=90)
+
+    return cut_photos(root / "photo-patches-96", per_image, cut)
+
+
+def cut_photos(folder: Path, per_image: int, cut: Callable[[np.random.Generator, np.ndarray, Path], None]) -> Path:
+    """``folder``/china and /flower, ``per_image`` images each cut by ``cut`` (seeded: the same folder
+    every time); written once."""
     from sklearn.datasets import load_sample_images
 
-    folder = root / "photo-patches-96"
     if (folder / "done").exists():
         return folder
     rng = np.random.default_rng(0)
-    photos = load_sample_images()
-    for name, image in zip(("china", "flower"), photos.images, strict=True):
+    for name, image in zip(("china", "flower"), load_sample_images().images, strict=True):
         (folder / name).mkdir(parents=True, exist_ok=True)
-        h, w, _ = image.shape
         for i in range(per_image):
-            y, x = int(rng.integers(0, h - 96)), int(rng.integers(0, w - 96))
-            Image.fromarray(image[y : y + 96, x : x + 96]).save(folder / name / f"{i:04d}.jpg", quality=90)
+            cut(rng, image, folder / name / f"{i:04d}")
     (folder / "done").write_text("")
     return folder

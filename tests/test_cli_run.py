@@ -118,11 +118,11 @@ def test_plan_only_with_a_seed_and_a_split_plans_that_split_and_says_the_command
 ) -> None:
     out_dir = tmp_path / "out"
     code, out, err = hpo_run(
-        str(images), "--budget", "8h", "-o", str(out_dir), "--plan-only", "--seed", "3", "--split", "20/10",
+        str(images), "--budget", "24h", "-o", str(out_dir), "--plan-only", "--seed", "3", "--split", "20/10",
         "--image-size", "16",
     )  # fmt: skip
     assert code == 0, err
-    assert f"run it: hpo run {images} --budget 8h00m -o {out_dir} --image-size 16 --seed 3 --split 20/10" in out
+    assert f"run it: hpo run {images} --budget 24h00m -o {out_dir} --image-size 16 --seed 3 --split 20/10" in out
     search, decide = (parse_budget(line.split()[4]) for line in out.splitlines()
                       if line.split()[:1] in (["search"], ["decide"]))  # fmt: skip
     assert search == pytest.approx(2 * decide, rel=0.02), out
