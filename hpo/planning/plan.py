@@ -39,8 +39,8 @@ Kind = Literal["gpu", "cpu"]
 
 # Classifier-FID's full count, every combination scored on it: at 1 024 the best picked was within 2 sd
 # of a difference of truth's best on every good model measured (digits, shapes, two cuts of photos),
-# at most 0.2 % worse; at 512 FID's count bias, which grows with a combination's spread, put another
-# guidance scale first on 2 photo models, 5.8 % and 6.4 % worse (benchmarks/sweep_truth.py,
+# at most 2.1 % worse (23 models); at 512 FID's count bias, which grows with a combination's spread, put another
+# guidance scale first on photos-7, 6.4 % worse (benchmarks/sweep_truth.py,
 # docs/screening.md).
 CLASSIFIER_SAMPLES = 1024
 
