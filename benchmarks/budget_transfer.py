@@ -38,7 +38,7 @@ from hpo.training.data import ImageData, load_data
 from hpo.training.trainer import EvalPoint, TrainingAborted, train
 
 RUNGS = (1, 2, 4, 8, 16)
-SAMPLING = SamplingConfig(guidance_scale=1.0, ddim_steps=10, eta=0.0)
+SAMPLING = SamplingConfig(guidance_scale=1.0, steps=10, eta=0.0)
 VARIANTS: dict[str, dict[str, Any]] = {
     "constant": {"lr_schedule": "constant"},
     "cosine": {"lr_schedule": "cosine"},

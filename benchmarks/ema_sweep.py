@@ -75,7 +75,7 @@ def run_config(
         train_without = time.perf_counter() - started
     today_combos = SWEEP.combinations()
     posthoc_combos = [
-        SamplingConfig(c.guidance_scale, c.ddim_steps, c.eta, sigma) for c in today_combos for sigma in lengths
+        SamplingConfig(c.guidance_scale, c.steps, c.eta, sigma) for c in today_combos for sigma in lengths
     ]
     ema = PosthocEma(result.model, folder)
     started = time.perf_counter()

@@ -138,7 +138,7 @@ def quickstart_share(cache: Path) -> list[dict[str, Any]]:
             f"{spec.score.num_samples} samples {t3 - t2:.1f} s -> scoring is {share:.0%} of the trial (target < 20%)"
         )
         rows.append({
-            "ddim_steps": steps, "guidance_scale": w, "train_seconds": t1 - t0, "num_samples": spec.score.num_samples,
+            "steps": steps, "guidance_scale": w, "train_seconds": t1 - t0, "num_samples": spec.score.num_samples,
             "score_seconds": t3 - t2, "scoring_share": share,
         })  # fmt: skip
     return rows

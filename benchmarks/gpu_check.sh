@@ -24,7 +24,7 @@ cat > "$WORK/bikes-shapes.yaml" <<YAML
 study: {name: gpu-doctor, n_trials: 4}
 data: {source: shapes, image_size: 64, num_images: 2000, cache_dir: $WORK/cache}
 train: {kimg: 20, num_evals: 4, base_channels: 128, channel_mult: [1, 2, 2, 2], num_res_blocks: 2, attention_resolutions: [16], hflip: true, warmup_kimg: 2}
-sampling: {guidance_scale: [1.0, 2.0], ddim_steps: [25, 50]}
+sampling: {guidance_scale: [1.0, 2.0], steps: [25, 50]}
 score: {features: classifier, num_samples: 1000, batch_size: 250}
 search:
   lr: {type: float, low: 5.0e-5, high: 1.0e-3, log: true}
@@ -50,7 +50,7 @@ REPO=$(pwd)
 
 echo "== 2c. hpo train with the EMA length swept: hardware telemetry (CUDA memory, NVML, data wait) and the EMA column =="
 sed -e 's/name: gpu-doctor/name: gpu-train/' \
-    -e 's/sampling: {guidance_scale: \[1.0, 2.0\], ddim_steps: \[25, 50\]}/sampling: {guidance_scale: [1.0, 2.0], ddim_steps: 25, ema_sigma_rel: [0.05, 0.1, 0.2], screen_samples: 250, rescore_top: 1}/' \
+    -e 's/sampling: {guidance_scale: \[1.0, 2.0\], steps: \[25, 50\]}/sampling: {guidance_scale: [1.0, 2.0], steps: 25, ema_sigma_rel: [0.05, 0.1, 0.2], screen_samples: 250, rescore_top: 1}/' \
     "$WORK/bikes-shapes.yaml" > "$WORK/train-ema.yaml"
 timeout 150 "$PY" -m hpo train "$WORK/train-ema.yaml" --set kimg=6 --set score.num_samples=500 -o "$WORK/train-ema" \
   | grep -E "EMA|hardware|<- best|stop verdict" || true
@@ -60,7 +60,7 @@ cat > "$WORK/oom.yaml" <<YAML
 study: {name: gpu-oom, n_trials: 2}
 data: {source: shapes, image_size: 64, num_images: 2000, cache_dir: $WORK/cache}
 train: {kimg: 66, num_evals: 1, base_channels: 128, channel_mult: [1, 2, 2, 2], num_res_blocks: 2, attention_resolutions: [16]}
-sampling: {guidance_scale: 1.0, ddim_steps: 25}
+sampling: {guidance_scale: 1.0, steps: 25}
 score: {features: classifier, num_samples: 250, batch_size: 250}
 search:
   batch_size: {type: categorical, choices: [32, 65536]}
@@ -108,7 +108,7 @@ score: {features: classifier, num_samples: 500, batch_size: 250}"
     cat > "$WORK/per-gpu-$size-$k.yaml" <<YAML
 study: {name: per-gpu-$size-$k, n_trials: $((2 * k))}
 $net
-sampling: {guidance_scale: 2.0, ddim_steps: 20}
+sampling: {guidance_scale: 2.0, steps: 20}
 pruner: {name: none}
 search:
   lr: {type: float, low: 3.9e-4, high: 4.1e-4}

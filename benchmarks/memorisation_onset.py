@@ -34,7 +34,7 @@ from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
 from hpo.training.trainer import EvalPoint, train
 
-SAMPLING = SamplingConfig(guidance_scale=1.0, ddim_steps=20, eta=0.0)
+SAMPLING = SamplingConfig(guidance_scale=1.0, steps=20, eta=0.0)
 IMAGE_SIZE, NUM_EVALS = 8, 16
 COPY_KEYS = tuple(f"{space}{end}" for space in ("copy_pixels", "copy_features") for end in ("", "_low", "_high"))
 NET: dict[str, Any] = dict(

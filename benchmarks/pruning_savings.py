@@ -54,7 +54,7 @@ def base(trials: int, kimg: float, name: str, pruner: dict[str, Any]) -> dict[st
     return spec_with(
         DIGITS,
         merge_train={"kimg": kimg, "num_evals": NUM_EVALS},
-        sampling={"guidance_scale": 2.0, "ddim_steps": 20},
+        sampling={"guidance_scale": 2.0, "steps": 20},
         sampler={"name": "random", "seed": 0},
         pruner=pruner,
         baselines=[],

@@ -55,7 +55,7 @@ def study_spec(name: str, data: dict[str, Any], trials: int, kimg: float) -> dic
         study={**DIGITS["study"], "name": name, "n_trials": trials},
         data=data,
         merge_train={"kimg": kimg, "num_evals": NUM_EVALS, "val_images": 128},
-        sampling={"guidance_scale": 1.0, "ddim_steps": 20},
+        sampling={"guidance_scale": 1.0, "steps": 20},
         search={**DIGITS["search"], "prediction": {"type": "categorical", "choices": ["eps", "v"]}},
         sampler={"name": "random", "seed": 0},
         pruner={"name": "none"},

@@ -50,7 +50,8 @@ from benchmarks.sweep_truth import features_path as truth_path
 from hpo.analysis.noise import pair_sd
 from hpo.diffusion.sampler import EVERYWHERE
 from hpo.scoring.distance import Reference
-from hpo.spec.sampling import SamplerName, SamplingConfig, Spacing
+from hpo.spec.samplers import SamplerName, Spacing
+from hpo.spec.sampling import SamplingConfig
 
 TOTAL = 2048
 BUDGETS = (10, 20)
@@ -90,7 +91,7 @@ class Combo:
     def sampling(self) -> SamplingConfig:
         low, high = self.interval
         return SamplingConfig(
-            guidance_scale=self.guidance, ddim_steps=self.steps, sampler=self.sampler,
+            guidance_scale=self.guidance, steps=self.steps, sampler=self.sampler,
             guidance_sigma_min=low, guidance_sigma_max=None if math.isinf(high) else high, spacing=self.spacing,
         )  # fmt: skip
 

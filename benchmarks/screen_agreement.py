@@ -118,7 +118,7 @@ def measure_model(job: tuple[str, int, str, int, int]) -> tuple[str, int, float]
     feats: dict[str, Any] = {}
     for w in GUIDANCE:
         for s in STEPS:
-            combo = SamplingConfig(guidance_scale=w, ddim_steps=s, eta=0.0)
+            combo = SamplingConfig(guidance_scale=w, steps=s, eta=0.0)
             feats[f"{w:g}/{s}"] = sample_features(scorer, model, combo, labels, start=0, n=total, seed=0).feats
     np.savez(out, reference=scorer.reference.features, params=json.dumps(params), **feats)
     return dataset, index, time.perf_counter() - started

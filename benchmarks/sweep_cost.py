@@ -69,15 +69,13 @@ def main() -> None:
         search={
             **DIGITS["search"],
             "guidance_scale": {"type": "categorical", "choices": [1.0, 2.0, 3.0]},
-            "ddim_steps": {"type": "categorical", "choices": [10, 20, 30]},
+            "steps": {"type": "categorical", "choices": [10, 20, 30]},
         },
         **common,
     )
     configs = draw_configurations(N_TRIALS)
     rng = random.Random(1)
-    drawn = [
-        {**c, "guidance_scale": rng.choice([1.0, 2.0, 3.0]), "ddim_steps": rng.choice([10, 20, 30])} for c in configs
-    ]
+    drawn = [{**c, "guidance_scale": rng.choice([1.0, 2.0, 3.0]), "steps": rng.choice([10, 20, 30])} for c in configs]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         warm_caches(Path(tmp) / "cache")  # the data and the feature classifier, once, outside both timings

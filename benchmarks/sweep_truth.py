@@ -111,7 +111,7 @@ def measure_model(key: ModelKey, cache: Path = CACHE, device: str = "cpu") -> No
         labels = score_labels(scorer, model, data.class_frequencies(), seed=0)
         for w, s in combos(key.dataset):
             if combo_label(w, s) not in out:
-                combo = SamplingConfig(guidance_scale=w, ddim_steps=s, eta=0.0)
+                combo = SamplingConfig(guidance_scale=w, steps=s, eta=0.0)
                 feats = sample_features(scorer, model, combo, labels, start=0, n=TOTAL, seed=0).feats
                 out[combo_label(w, s)] = feats.astype(np.float32)
     tmp = features_path(key, cache).with_suffix(".tmp.npz")

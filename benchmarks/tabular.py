@@ -160,7 +160,7 @@ def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured
         model = train(cfg, data, on_eval=on_eval).model
         value = probe.measure(
             model,
-            SamplingConfig(guidance_scale=2.0, ddim_steps=10, eta=0.0),
+            SamplingConfig(guidance_scale=2.0, steps=10, eta=0.0),
             class_frequencies=data.class_frequencies(),
             seed=seed,
         )["score"]

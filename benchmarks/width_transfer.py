@@ -35,7 +35,7 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData, load_data
 from hpo.training.trainer import TrainingAborted, train
 
-SAMPLING = SamplingConfig(guidance_scale=1.0, ddim_steps=10, eta=0.0)  # budget_transfer.py's fidelity
+SAMPLING = SamplingConfig(guidance_scale=1.0, steps=10, eta=0.0)  # budget_transfer.py's fidelity
 NET: dict[str, Any] = dict(
     channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64, batch_size=32
 )

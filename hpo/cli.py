@@ -425,7 +425,7 @@ def status_cmd(
     val_rel@last: the validation metric at the last evaluation point reached (held-out error over a Wiener filter's).
     gap@last: held-out over training error there: 1 while the model generalises, more as it memorises.
     Then one column per searched parameter: the trial's value.
-    best sampling: the guidance w, DDIM steps and eta that scored best in the trial's sampling sweep.
+    best sampling: the guidance w, sampler steps and eta that scored best in the trial's sampling sweep.
     prec/recall: precision (samples that look real) and recall (real images the samples cover), 0 to 1.
     stop: where evaluation points were scored (budget ladders): too_early, improving, plateau or copying, since when.
     hardware: the share of step time spent waiting for data; the peak resident memory.
@@ -591,7 +591,7 @@ def sample_cmd(
     out: Annotated[Path, typer.Option("--output", "-o", help="a PNG file: the grid")] = Path("samples.png"),
     seed: Annotated[int, typer.Option(help="noise seed: the same seed draws the same samples", min=0)] = 0,
     guidance: Annotated[float | None, typer.Option(help="guidance scale (default: the trial's best)")] = None,
-    steps: Annotated[int | None, typer.Option(help="DDIM steps (default: the trial's best)", min=1)] = None,
+    steps: Annotated[int | None, typer.Option(help="sampler steps (default: the trial's best)", min=1)] = None,
     storage: StorageOpt = None,
     artifacts: ArtifactsOpt = DEFAULT_ARTIFACTS,
     threads: ThreadsOpt = None,

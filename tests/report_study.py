@@ -13,7 +13,7 @@ from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
 from tests.service_helpers import write_spec
 
-GOOD = {"batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "ddim_steps": 4}
+GOOD = {"batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "steps": 4}
 
 
 def build_study(folder: Path, name: str = "report-study") -> tuple[optuna.Study, Path]:
@@ -27,13 +27,13 @@ def build_study(folder: Path, name: str = "report-study") -> tuple[optuna.Study,
         search={
             "lr": {"type": "float", "low": 1e-4, "high": 10.0, "log": True},
             "guidance_scale": {"type": "float", "low": 1.0, "high": 3.0},
-            "ddim_steps": {"type": "int", "low": 2, "high": 6, "step": 2},
+            "steps": {"type": "int", "low": 2, "high": 6, "step": 2},
         },
         baselines=[
-            {"lr": 1e-3, "guidance_scale": 1.0, "ddim_steps": 4},
-            {"lr": 2e-3, "guidance_scale": 2.0, "ddim_steps": 6},
-            {"lr": 1.5e-3, "guidance_scale": 1.5, "ddim_steps": 2},
-            {"lr": 8.0, "guidance_scale": 1.0, "ddim_steps": 4},
+            {"lr": 1e-3, "guidance_scale": 1.0, "steps": 4},
+            {"lr": 2e-3, "guidance_scale": 2.0, "steps": 6},
+            {"lr": 1.5e-3, "guidance_scale": 1.5, "steps": 2},
+            {"lr": 8.0, "guidance_scale": 1.0, "steps": 4},
         ],
         pruner={"name": "median", "startup_trials": 3, "warmup_evals": 0},
     )

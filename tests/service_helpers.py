@@ -37,7 +37,7 @@ TINY_SPEC: dict[str, Any] = {
         "timesteps": {"type": "categorical", "choices": [50, 100]},
         "schedule": {"type": "categorical", "choices": ["linear", "cosine"]},
         "guidance_scale": {"type": "float", "low": 1.0, "high": 3.0},
-        "ddim_steps": {"type": "int", "low": 2, "high": 6, "step": 2},
+        "steps": {"type": "int", "low": 2, "high": 6, "step": 2},
     },
     "tracking": {"tensorboard": False},
     "baselines": [],

@@ -81,7 +81,7 @@ def random_params(rng: np.random.Generator) -> dict[str, Any]:
 def planted_sweep(grid: dict[tuple[int, float], float]) -> list[dict[str, object]]:
     """A trial's stored sampling sweep with these scores per (DDIM steps, guidance)."""
     return [
-        ComboScore(SamplingConfig(guidance_scale=w, ddim_steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()
+        ComboScore(SamplingConfig(guidance_scale=w, steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()
         for (n, w), v in grid.items()
     ]
 

@@ -72,7 +72,7 @@ def test_hpo_train_from_a_trial_reproduces_its_parameters(tmp_path: Path, monkey
         "timesteps": 50,
         "schedule": "cosine",
         "guidance_scale": 2.0,
-        "ddim_steps": 4,
+        "steps": 4,
     }
     dists: dict[str, BaseDistribution] = {name: CategoricalDistribution([value]) for name, value in params.items()}
     study.add_trial(optuna.create_trial(params=params, distributions=dists, value=1.0))
@@ -80,7 +80,7 @@ def test_hpo_train_from_a_trial_reproduces_its_parameters(tmp_path: Path, monkey
     code, _, err = run_cli(["train", "--from", "source:0", "--storage", url, "-o", str(out), "--set", "kimg=0.4"])
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["sampling"] == {"guidance_scale": 2.0, "ddim_steps": 4, "eta": 0.0}  # the trial's own sampling
+    assert summary["sampling"] == {"guidance_scale": 2.0, "steps": 4, "eta": 0.0}  # the trial's own sampling
     checkpoint = __import__("torch").load(out / "checkpoint.pt", weights_only=True)
     assert checkpoint["config"]["lr"] == 2e-3 and checkpoint["config"]["schedule"] == "cosine"
     for wrong, message in (("source", "expected STUDY:TRIAL"), ("source:7", "has no trial 7"), ("nope:0", "no study")):

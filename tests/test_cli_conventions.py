@@ -103,7 +103,7 @@ def crowded_study(tmp_path: Path, name: str = "crowded") -> str:
     for i in range(4):
         attrs: dict[str, Any] = {
             "curve": curve,
-            "sampling": {"guidance_scale": 2.0, "ddim_steps": 20, "eta": 0.0},
+            "sampling": {"guidance_scale": 2.0, "steps": 20, "eta": 0.0},
             "precision": 0.81,
             "recall": 0.64,
             "hardware": HardwareSummary(700.0, 1234.0, 0.4, 100.0, pid=9).as_dict(),
@@ -147,7 +147,7 @@ def test_status_json_is_the_study_and_one_object_per_trial(tmp_path: Path) -> No
     assert [t["number"] for t in trials] == [0, 1, 2, 3] and [t["state"] for t in trials[:2]] == ["COMPLETE", "PRUNED"]
     assert trials[0]["value"] == 3.0 and trials[1]["value"] is None and trials[1]["reason"].startswith("pruned_by")
     assert trials[0]["params"]["param_0"] == pytest.approx(0.123456) and trials[0]["val_rel_at_last"] == 0.7
-    assert trials[0]["best_sampling"] == {"guidance_scale": 2.0, "ddim_steps": 20, "eta": 0.0}
+    assert trials[0]["best_sampling"] == {"guidance_scale": 2.0, "steps": 20, "eta": 0.0}
     assert (trials[0]["precision"], trials[0]["recall"]) == (0.81, 0.64) and trials[0]["stop"]["kind"]
     assert trials[2]["ran_on"]["host"] == "gpu-host-number-one.example.org" and trials[2]["ran_on"]["worker"] == 2
     code, out, _ = run_cli(["status", "--storage", url, "--json"])

@@ -14,7 +14,7 @@ def test_hpo_train_runs_one_configuration_sweeps_sampling_and_writes_a_sample_gr
     spec = write_spec(
         tmp_path,
         search={"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}},
-        sampling={"guidance_scale": [1.0, 2.0], "ddim_steps": [4, 8]},
+        sampling={"guidance_scale": [1.0, 2.0], "steps": [4, 8]},
         score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 16},
         tracking={"tensorboard": True},
         baselines=[{"lr": 1e-3}],

@@ -68,7 +68,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         study={"name": NAME, "n_trials": 2},
         train={"kimg": 1.2, "num_evals": 1},
         search=SEARCH,
-        sampling={"ddim_steps": [4], "ema_sigma_rel": [0.05, 0.1]},
+        sampling={"steps": [4], "ema_sigma_rel": [0.05, 0.1]},
         score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 16},
         baselines=[{"lr": 3e-3, "guidance_scale": 1.5}, {"lr": 2e-3, "guidance_scale": 2.0}],
     )
@@ -193,7 +193,7 @@ def test_sample_overrides_the_trials_guidance_and_steps(built: Built, tmp_path: 
             f"weights; pick a complete one (`hpo status {NAME}`), or give just {NAME} for the best",
         ),
         (["sample", f"{NAME}:2"], f"error: trial 2 of study '{NAME}' is pruned (pruned_by_median)"),
-        (["sample", f"{NAME}:0", "--steps", "51"], "error: --steps: up to 51 DDIM steps but timesteps"),
+        (["sample", f"{NAME}:0", "--steps", "51"], "error: --steps: up to 51 sampler steps but timesteps"),
         (["sample", f"{NAME}:0", "--guidance", "101"], "error: --guidance: must be in [0, 100], got 101"),
     ],
 )

@@ -90,7 +90,7 @@ def study_with_weights(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, P
     )
     for grid in (EXPENSIVE_WINNER, CHEAP_RUNNER_UP):
         best = min(grid, key=lambda k: grid[k])
-        sampling = SamplingConfig(guidance_scale=best[1], ddim_steps=best[0])
+        sampling = SamplingConfig(guidance_scale=best[1], steps=best[0])
         add(study, params, value=grid[best], curve=[1.0] * 4, sampling=sampling.as_dict(), ema_checkpoint="ema.pt",
             sweep=planted_sweep(grid))  # fmt: skip
     return url, artifacts
@@ -109,13 +109,13 @@ def test_export_with_a_step_budget_takes_the_best_trial_within_it(
 ) -> None:
     url, artifacts = study_with_weights
     best, _ = exported(url, artifacts, tmp_path / "best")
-    assert best["trial"] == 12 and best["sampling"] == {"guidance_scale": 2.0, "ddim_steps": 30, "eta": 0.0}
+    assert best["trial"] == 12 and best["sampling"] == {"guidance_scale": 2.0, "steps": 30, "eta": 0.0}
     cheap, stdout = exported(url, artifacts, tmp_path / "cheap", "--max-nfe", "20")
-    assert cheap["trial"] == 13 and cheap["sampling"] == {"guidance_scale": 1.0, "ddim_steps": 10, "eta": 0.0}
+    assert cheap["trial"] == 13 and cheap["sampling"] == {"guidance_scale": 1.0, "steps": 10, "eta": 0.0}
     assert cheap["max_nfe"] == 20 and "within 20 NFE, trial 13" in stdout and "the budget costs 2" in stdout
     assert cheap["value"] == 4.0  # the exported combination's value, not trial 13's best (3.0 at 60 NFE)
     wider, _ = exported(url, artifacts, tmp_path / "wider", "--max-nfe", "40")
-    assert wider["trial"] == 13 and wider["sampling"] == {"guidance_scale": 1.0, "ddim_steps": 30, "eta": 0.0}
+    assert wider["trial"] == 13 and wider["sampling"] == {"guidance_scale": 1.0, "steps": 30, "eta": 0.0}
     assert wider["value"] == 3.8 and best["value"] == 2.0
 
 

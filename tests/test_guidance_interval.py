@@ -47,7 +47,7 @@ def run(sampling: SamplingConfig, net: Counting, schedule: NoiseSchedule) -> tor
         guidance_interval=sampling.guidance_interval, null_class=3,
     )  # fmt: skip
     x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-    return sampler_named(sampling.sampler)(denoise, schedule, x, steps=sampling.ddim_steps)
+    return sampler_named(sampling.sampler)(denoise, schedule, x, steps=sampling.steps)
 
 
 @pytest.mark.parametrize("sampler", ["ddim", "dpmpp_2m", "heun"])
@@ -94,7 +94,7 @@ def test_samples_at_different_noise_levels_in_one_batch_are_each_guided_or_not()
 def test_the_interval_is_stored_only_when_set_and_read_back() -> None:
     combo = SamplingConfig(2.0, 10, guidance_sigma_min=0.28, guidance_sigma_max=5.42)
     assert combo.as_dict() == {
-        "guidance_scale": 2.0, "ddim_steps": 10, "eta": 0.0, "guidance_sigma_min": 0.28, "guidance_sigma_max": 5.42,
+        "guidance_scale": 2.0, "steps": 10, "eta": 0.0, "guidance_sigma_min": 0.28, "guidance_sigma_max": 5.42,
     }  # fmt: skip
     assert SamplingConfig.from_dict(combo.as_dict()) == combo
     assert "guidance_sigma_min" not in SamplingConfig(2.0, 10).as_dict()  # combinations stored before read the same
@@ -102,7 +102,7 @@ def test_the_interval_is_stored_only_when_set_and_read_back() -> None:
     open_top = SamplingConfig(2.0, 10, guidance_sigma_min=0.5)
     assert open_top.as_dict()["guidance_sigma_min"] == 0.5 and "guidance_sigma_max" not in open_top.as_dict()
     assert "(0.5, ∞)" in open_top.words
-    sweep = build_sweep(yaml.safe_load("{guidance_scale: 2, ddim_steps: 10, guidance_sigma_max: [null, 5.42]}"))
+    sweep = build_sweep(yaml.safe_load("{guidance_scale: 2, steps: 10, guidance_sigma_max: [null, 5.42]}"))
     assert {c.guidance_interval[1] for c in sweep.combinations()} == {math.inf, 5.42}
     assert "guidance_sigma_max" not in SamplingSweep().to_dict()  # specs without it keep their fingerprint
 
@@ -151,7 +151,7 @@ def test_the_frontier_costs_a_combination_by_its_stored_count_not_its_bound() ->
 
 
 def test_where_guidance_does_nothing_the_interval_is_dropped_and_the_combination_counted_once() -> None:
-    sweep = build_sweep(yaml.safe_load("{guidance_scale: [1, 2], ddim_steps: 10, guidance_sigma_max: [null, 5.4]}"))
+    sweep = build_sweep(yaml.safe_load("{guidance_scale: [1, 2], steps: 10, guidance_sigma_max: [null, 5.4]}"))
     combos = sweep.combinations()
     assert len(combos) == 3 and SamplingConfig(1.0, 10) in combos  # w = 1 once, with the default interval
     assert sweep.combinations(conditional=False) == [SamplingConfig(1.0, 10), SamplingConfig(2.0, 10)]
@@ -176,7 +176,7 @@ def test_hpo_train_refuses_a_mistyped_sampling_setting_in_one_line(tmp_path: Pat
 
 
 def test_a_score_stored_before_the_count_was_kept_costs_what_its_combination_implies(tmp_path: Path) -> None:
-    d = {"guidance_scale": 2.0, "ddim_steps": 10, "eta": 0.0, "stage": "full", "num_samples": 8, "fid": 3.0,
+    d = {"guidance_scale": 2.0, "steps": 10, "eta": 0.0, "stage": "full", "num_samples": 8, "fid": 3.0,
          "kid": 0.1, "class_accuracy": None}  # fmt: skip
     old = ComboScore.from_dict(d)
     assert old.nfe is None and old.evaluations(conditional=True) == 20 and old.evaluations(conditional=False) == 10
@@ -191,7 +191,7 @@ def test_the_reports_answer_names_the_winning_cells_sampler_and_interval() -> No
 
 
 def test_the_combination_watched_while_training_takes_the_first_sampler_and_interval_listed() -> None:
-    raw = "{guidance_scale: [1, 2, 3], ddim_steps: [10, 20], sampler: [heun, ddim], guidance_sigma_max: 4}"
+    raw = "{guidance_scale: [1, 2, 3], steps: [10, 20], sampler: [heun, ddim], guidance_sigma_max: 4}"
     sweep = build_sweep(yaml.safe_load(raw))
     assert sweep.preview() == SamplingConfig(2.0, 10, sampler="heun", guidance_sigma_max=4.0)
     assert sweep.preview({"sampler": "ddim"}).sampler == "ddim"  # a trial's searched value wins

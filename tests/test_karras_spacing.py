@@ -122,8 +122,8 @@ def test_the_spacing_is_a_swept_setting_stored_only_when_set_and_a_typo_is_one_l
     combo = SamplingConfig(2.0, 10, sampler="heun", spacing="karras")
     assert combo.as_dict()["spacing"] == "karras" and SamplingConfig.from_dict(combo.as_dict()) == combo
     assert "spacing" not in SamplingConfig(2.0, 10).as_dict()  # combinations stored before read the same
-    assert "10 Heun (EDM) steps on EDM's σ spacing" in combo.words and combo.label.endswith(" heun karras")
-    sweep = build_sweep(yaml.safe_load("{guidance_scale: 2, ddim_steps: 10, spacing: [trailing, karras]}"))
+    assert "10 Heun (EDM) steps on the Karras σ spacing (ρ = 7)" in combo.words and combo.label.endswith(" heun karras")
+    sweep = build_sweep(yaml.safe_load("{guidance_scale: 2, steps: 10, spacing: [trailing, karras]}"))
     assert [c.spacing for c in sweep.combinations()] == ["trailing", "karras"]
     assert "spacing" not in SamplingSweep().to_dict()  # specs without it keep their fingerprint
     with pytest.raises(ConfigError) as err:
@@ -144,6 +144,6 @@ def test_hpo_train_refuses_an_unknown_spacing_in_one_line_before_training(tmp_pa
 
 def test_the_spec_names_the_spacings_the_diffusion_package_has() -> None:
     from hpo.diffusion.sampler import SPACINGS
-    from hpo.spec.sampling import SPACING_NAMES
+    from hpo.spec.samplers import SPACING_NAMES
 
     assert SPACINGS == SPACING_NAMES

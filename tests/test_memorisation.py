@@ -22,7 +22,7 @@ from hpo.training.model import DiffusionModel
 from hpo.training.trainer import train
 from tests.conftest import tiny_config
 
-SAMPLING = SamplingConfig(guidance_scale=1.0, ddim_steps=20, eta=0.0)
+SAMPLING = SamplingConfig(guidance_scale=1.0, steps=20, eta=0.0)
 
 
 class EmpiricalDenoiser(nn.Module):

@@ -36,7 +36,7 @@ def user_spec(folder: Path, **changes: Any) -> Path:
         **{
             "train": {"network": USER, "kimg": 0.8, "num_evals": 2, "batch_size": 16},
             "search": {"lr": {"type": "float", "low": 1e-3, "high": 3e-3, "log": True}},
-            "sampling": {"guidance_scale": [1.0, 2.0], "ddim_steps": 4},
+            "sampling": {"guidance_scale": [1.0, 2.0], "steps": 4},
             "baselines": [{"lr": 2e-3}],
             **changes,
         },

@@ -73,7 +73,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     for _ in range(12):
         p = random_params(rng)
         add(study, p, value=5 + (np.log10(p["lr"]) + 3) ** 2, curve=[1.0] * 4)
-    sampling = SamplingConfig(guidance_scale=1.5, ddim_steps=2)
+    sampling = SamplingConfig(guidance_scale=1.5, steps=2)
     params = {"lr": 1e-3, "batch_size": 16, "schedule": "linear", "guidance_scale": 1.5}
     cfg = spec_from_dict(fixed_spec(require_spec(study), params, sampling)).train
     artifacts = folder / "artifacts"

@@ -132,7 +132,7 @@ def test_hpo_train_sweeps_the_ema_length_and_prints_it(tmp_path: Path) -> None:
     spec = write_spec(
         tmp_path,
         search={"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}},
-        sampling={"ddim_steps": 4, "ema_sigma_rel": [0.05, 0.12]},
+        sampling={"steps": 4, "ema_sigma_rel": [0.05, 0.12]},
         score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 16},
         tracking={"tensorboard": False},
         baselines=[{"lr": 1e-3}],
@@ -208,9 +208,7 @@ def test_ema_lengths_are_screened_at_the_winning_steps_only_and_rebuilt_once_eac
     won = min(
         (s for s in sweep.scores if s.stage == "screen" and s.sampling.ema_sigma_rel == 0.1), key=lambda s: s.rank_value
     )
-    assert len(screened) == 8 and {c.ddim_steps for c in screened if c.ema_sigma_rel != 0.1} == {
-        won.sampling.ddim_steps
-    }
+    assert len(screened) == 8 and {c.steps for c in screened if c.ema_sigma_rel != 0.1} == {won.sampling.steps}
     finalists = set(screen_finalists(sweep.scores, 2, conditional=True))
     assert {s.sampling for s in sweep.full} == finalists and sweep.best.num_samples == 32
     lengths = len({c.ema_sigma_rel for c in finalists})  # each length rebuilt once screening, once completing
@@ -222,7 +220,7 @@ def test_the_ema_stage_keeps_the_winners_sampler_and_spacing_not_only_its_steps(
     spacing that won the first stage, not with every combination that shares its steps."""
     from hpo.scoring.sweep import at_settings_of, ema_stages
 
-    solvers = (SamplingConfig(ddim_steps=10), SamplingConfig(ddim_steps=10, sampler="dpmpp_2m", spacing="karras"))
+    solvers = (SamplingConfig(steps=10), SamplingConfig(steps=10, sampler="dpmpp_2m", spacing="karras"))
     combos = [
         replace(c, guidance_scale=w, ema_sigma_rel=sigma)
         for sigma in (0.05, 0.1, 0.2)

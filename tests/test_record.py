@@ -132,7 +132,7 @@ def test_a_trial_record_reads_typed_fields_and_none_for_what_is_absent_or_malfor
             {
                 BASELINE_ATTR: True,
                 "curve": {"0": {"kimg": 1.0, "val_rel": 0.9}, "1": {"kimg": 2.0, "val_rel": 0.8}},
-                "sampling": {"guidance_scale": 1.5, "ddim_steps": 20, "eta": 0.0},
+                "sampling": {"guidance_scale": 1.5, "steps": 20, "eta": 0.0},
                 "budget_kimg": 2,
                 "kid": "not a number",
                 "precision": 0.8,

@@ -15,8 +15,10 @@ from optuna.trial import TrialState
 from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.noise import Noise
 from hpo.analysis.ranking import ties_with_best
+from hpo.analysis.sweep import ComboScore
 from hpo.companions.confirm import verdict
-from hpo.report.data import complete, relative_sweep, summarise_study, sweep_answer, sweep_of
+from hpo.report.data import StepsRow, complete, relative_sweep, summarise_study, sweep_answer, sweep_grid, sweep_of
+from hpo.spec.sampling import SamplingConfig
 from tests.service_helpers import storage_of, study_report
 from tests.study_builders import add, create_companion, new_study, planted_sweep, random_params, structured_study
 
@@ -181,7 +183,17 @@ def test_the_sampling_advice_is_the_best_trials_own_and_a_baseline_cannot_swamp_
         measured
     )
     assert "the best in 0 and ranks 7.0 of 9" in text
-    assert relative_sweep([sweep_of(t) for t in done])[(30, 2.0)] == 4.0  # mean rank: 1 and 7
+    thirty = StepsRow("ddim", "trailing", 30)
+    assert relative_sweep([sweep_of(t) for t in done])[(thirty, 2.0)] == 4.0  # mean rank: 1 and 7
+
+
+def test_the_sweep_grid_keeps_samplers_apart() -> None:
+    """10 Heun steps (19 network evaluations) and 10 DDIM steps (10) are different rows, never one
+    cell holding the better of the two."""
+    heun, ddim = SamplingConfig(2.0, 10, sampler="heun", spacing="karras"), SamplingConfig(2.0, 10)
+    scores = [ComboScore(c, "full", 256, v, 0.0, None, 1.0) for c, v in ((heun, 4.0), (ddim, 9.0))]
+    scales, rows, grid, _ = sweep_grid(scores)
+    assert scales == [2.0] and [r.label for r in rows] == ["10", "10 heun karras"] and grid == [[9.0], [4.0]]
 
 
 def test_two_parameters_drawn_together_are_named_as_confounded(tmp_path: Path) -> None:

@@ -203,7 +203,7 @@ def test_a_screen_that_saves_nothing_is_warned_about_and_init_plans_none() -> No
     check = sample_counts(screened, channels=1)
     assert check.status == "warn" and "saves 0% of the sweep's network evaluations in the worst case" in check.reason
     assert check.fix == "set sampling.screen_samples: 0 to score every combination in full"
-    wide = replace(screened.sampling, ddim_steps=(10, 20), eta=(0.0, 0.2, 0.5, 1.0), sampler=("ddim",),
+    wide = replace(screened.sampling, steps=(10, 20), eta=(0.0, 0.2, 0.5, 1.0), sampler=("ddim",),
                    spacing=("trailing", "karras"))  # fmt: skip
     assert len(wide.combinations()) == 48 and wide.screen_saving(512) >= SCREEN_PAYS  # finalists: a few of 48
     big = sample_counts(replace(screened, sampling=wide), channels=1)

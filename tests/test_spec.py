@@ -12,7 +12,7 @@ from tests.cli import run_cli
 from tests.service_helpers import TINY_SPEC, write_spec
 
 SHIPPED = sorted(Path(__file__).parent.parent.glob("search_spaces/*.yaml"))
-SIX = {"timesteps", "schedule", "lr", "batch_size", "guidance_scale", "ddim_steps"}
+SIX = {"timesteps", "schedule", "lr", "batch_size", "guidance_scale", "steps"}
 
 
 def search_with(**params: Any) -> dict[str, Any]:
@@ -39,8 +39,8 @@ INVALID = {
         "search.schedule.choices[1]: unknown value 'cosin' (did you mean 'cosine'?)",
     ),
     "ddim steps above T": (
-        {"search": search_with(ddim_steps={"type": "int", "low": 10, "high": 80})},
-        "search.ddim_steps: up to 80 DDIM steps but timesteps can be as low as 50",
+        {"search": search_with(steps={"type": "int", "low": 10, "high": 80})},
+        "search.steps: up to 80 sampler steps but timesteps can be as low as 50",
     ),
     "guidance on an unconditional model": (
         {"train": {"conditional": False}},
@@ -79,7 +79,7 @@ INVALID = {
                     "timesteps": 50,
                     "schedule": "linear",
                     "guidance_scale": 2.0,
-                    "ddim_steps": 4,
+                    "steps": 4,
                     "guidance_sigma_max": None,
                 }
             ],
@@ -120,9 +120,9 @@ def test_shipped_specs_are_valid_and_cover_the_six_parameters_people_tune(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data" / "bikes").mkdir(parents=True)  # the bikes spec names its (relative) folder
     spec = load_spec(path)
-    swept = {name for name in ("guidance_scale", "ddim_steps", "eta") if len(spec.sampling.values(name)) > 1}
+    swept = {name for name in ("guidance_scale", "steps", "eta") if len(spec.sampling.values(name)) > 1}
     assert set(spec.search) | swept >= SIX
-    assert {"guidance_scale", "ddim_steps"} <= swept, "sampling settings are swept on trained weights"
+    assert {"guidance_scale", "steps"} <= swept, "sampling settings are swept on trained weights"
     assert spec.baselines, "a baseline a person would try first"
     for baseline in spec.baselines:
         train, sampling = spec.split_params(baseline)

@@ -120,7 +120,7 @@ def test_known_scores_are_not_recomputed(trained: Trained, monkeypatch: pytest.M
 
 
 def test_a_combinations_score_is_stored_under_the_fid_key_that_stored_studies_use() -> None:
-    old = {"guidance_scale": 2.0, "ddim_steps": 8, "eta": 0.0, "stage": "full", "num_samples": 64, "fid": 12.5,
+    old = {"guidance_scale": 2.0, "steps": 8, "eta": 0.0, "stage": "full", "num_samples": 64, "fid": 12.5,
            "kid": 0.01, "class_accuracy": None, "seconds": 1.0}  # fmt: skip
     combo = ComboScore.from_dict(old)
     assert combo.score == 12.5
@@ -140,7 +140,7 @@ def test_a_retried_trial_rescores_only_the_combinations_not_stored(
             tmp_path,
             study={"name": "sweep", "n_trials": 1},
             search={"lr": {"type": "float", "low": 1e-3, "high": 2e-3}},
-            sampling={**second_axis, "ddim_steps": [3, 6]},
+            sampling={**second_axis, "steps": [3, 6]},
             score={"features": "classifier", "num_samples": 32, "batch_size": 32, "grid_size": 4},
             baselines=[{"lr": 1.5e-3}],
         )
@@ -192,7 +192,7 @@ def test_a_sweeps_cost_counts_every_screened_combination_and_the_costliest_final
     every combination on the screen, the rescore_top most expensive, the dearest at each guidance scale
     and the screen's frontier completed, never more than every combination."""
     assert SamplingConfig(2.0, 30).evaluations() == 60 and SamplingConfig(1.0, 30).evaluations() == 30
-    sweep = SamplingSweep(guidance_scale=(1.0, 3.0), ddim_steps=(10, 20, 30), eta=(0.0, 0.5, 1.0), screen_samples=64,
+    sweep = SamplingSweep(guidance_scale=(1.0, 3.0), steps=(10, 20, 30), eta=(0.0, 0.5, 1.0), screen_samples=64,
                           rescore_top=1)  # fmt: skip
     every = 3 * (10 + 20 + 30) + 3 * (20 + 40 + 60)  # 18 combinations
     below = 10 + 20 + 30 + 40  # the screen's frontier: at most one completed at each cost below the dearest (60)
@@ -202,7 +202,7 @@ def test_a_sweeps_cost_counts_every_screened_combination_and_the_costliest_final
     assert replace(sweep, screen_samples=0).evaluations(256) == 256 * every
     assert sweep.evaluations(256, conditional=False) == 64 * 360 + 192 * (30 + 30 + 10 + 20)  # one "scale"
     # the quickstart's former DDIM grid: the finalists may be all 9, so a screen saves nothing at worst
-    small = SamplingSweep(guidance_scale=(1.0, 2.0, 3.0), ddim_steps=(10, 20, 30), screen_samples=64)
+    small = SamplingSweep(guidance_scale=(1.0, 2.0, 3.0), steps=(10, 20, 30), screen_samples=64)
     assert small.evaluations(256) == replace(small, screen_samples=0).evaluations(256) == 256 * 300
     assert small.screen_saving(256) == 0.0 and replace(small, screen_samples=0).screen_saving(256) == 0.0
 
@@ -255,7 +255,7 @@ def test_a_sweep_over_spacings_walks_each_grid_on_the_same_weights_and_counts_it
 
 
 def test_the_spec_names_the_samplers_the_diffusion_package_has() -> None:
-    from hpo.spec.sampling import SAMPLER_NAMES
+    from hpo.spec.samplers import SAMPLER_NAMES
 
     assert tuple(sampler_module.SAMPLERS) == SAMPLER_NAMES
 
@@ -263,12 +263,12 @@ def test_the_spec_names_the_samplers_the_diffusion_package_has() -> None:
 def test_a_sampler_axis_multiplies_the_combinations_and_old_combinations_read_as_ddim() -> None:
     from hpo.spec.sampling import build_sweep
 
-    sweep = build_sweep({"guidance_scale": [1, 2], "ddim_steps": 10, "sampler": ["ddim", "dpmpp_2m"]})
+    sweep = build_sweep({"guidance_scale": [1, 2], "steps": 10, "sampler": ["ddim", "dpmpp_2m"]})
     combos = sweep.combinations()
     assert len(combos) == 4 and {c.sampler for c in combos} == {"ddim", "dpmpp_2m"}
     dpm = SamplingConfig(2.0, 10, sampler="dpmpp_2m")
     assert dpm.as_dict()["sampler"] == "dpmpp_2m" and SamplingConfig.from_dict(dpm.as_dict()) == dpm
-    assert SamplingConfig.from_dict({"guidance_scale": 2, "ddim_steps": 10, "eta": 0}).sampler == "ddim"
+    assert SamplingConfig.from_dict({"guidance_scale": 2, "steps": 10, "eta": 0}).sampler == "ddim"
     assert "sampler" not in SamplingConfig(2.0, 10).as_dict() and "sampler" not in SamplingSweep().to_dict()
     assert "DPM-Solver++(2M)" in dpm.words and dpm.evaluations() == 20  # one evaluation per step, two guided
     heun = SamplingConfig(2.0, 10, sampler="heun")

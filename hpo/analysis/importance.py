@@ -19,8 +19,8 @@ import optuna
 from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import PRUNING_METRIC, TrialRecord
-from hpo.spec.sampling import SAMPLING_FIELDS
+from hpo.analysis.record import PRUNING_METRIC, TrialRecord, named
+from hpo.spec.sampling import SAMPLING_PARAMS
 
 MIN_TRIALS = 10  # below this, importances are a hint, not a ranking
 BOOTSTRAP_ROUNDS = 50
@@ -105,7 +105,7 @@ def validation_target(index: int) -> Target:
 def importances(
     trials: Sequence[FrozenTrial], target: Target, *, label: str, exclude: Sequence[str] = ()
 ) -> Importances:
-    rows = [(t, v) for t in trials if (v := target(t)) is not None and t.params]
+    rows = [(named(t), v) for t in trials if (v := target(t)) is not None and t.params]
     names = sorted({k for t, _ in rows for k in t.params if k not in exclude})
     varied = [k for k in names if len({str(t.params.get(k)) for t, _ in rows}) > 1]
     if len(rows) < 3 or not varied:
@@ -222,6 +222,6 @@ def study_importances(trials: Sequence[FrozenTrial], metric: str) -> tuple[Impor
         [t for t in trials if t.state.is_finished()],
         validation_target(index),
         label=f"the validation metric ({PRUNING_METRIC}) at evaluation point {index}",
-        exclude=SAMPLING_FIELDS,
+        exclude=SAMPLING_PARAMS,
     )
     return score, val

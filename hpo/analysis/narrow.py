@@ -23,7 +23,7 @@ from hpo.analysis.ranking import best_first
 from hpo.analysis.record import PRUNING_METRIC
 from hpo.errors import HpoError
 from hpo.spec.loading import set_fixed
-from hpo.spec.sampling import SAMPLING_FIELDS
+from hpo.spec.sampling import SAMPLING_PARAMS
 from hpo.spec.spec import Spec
 
 MATTERS = 0.15  # an upper 80 % bound of fANOVA importance below this: the parameter did not matter
@@ -56,7 +56,7 @@ def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Chang
         if name not in best.params:
             changes.append(Change(name, "kept", "no complete trial drew it", search=body))
             continue
-        if on_validation and name in SAMPLING_FIELDS:
+        if on_validation and name in SAMPLING_PARAMS:
             why = f"{imp.target} does not depend on sampling settings, and too few trials are complete to rank them"
             changes.append(Change(name, "kept", why, search=body))
             continue
@@ -80,7 +80,7 @@ def validation_evidence(trials: Sequence[FrozenTrial], score: Importances) -> tu
     if index is not None:
         target = validation_target(index)
         label = f"the validation metric ({PRUNING_METRIC}) at evaluation point {index}"
-        imp = importances(finished, target, label=label, exclude=SAMPLING_FIELDS)
+        imp = importances(finished, target, label=label, exclude=SAMPLING_PARAMS)
         if imp.fanova:
             ranked = sorted((t for t in finished if target(t) is not None), key=lambda t: target(t) or 0.0)
             return imp, ranked

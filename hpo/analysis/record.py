@@ -5,14 +5,17 @@ renaming one touches this file and its writer only."""
 
 from __future__ import annotations
 
+import copy
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import HpoError
-from hpo.spec.sampling import SamplingConfig
+from hpo.spec.sampling import RENAMED, SamplingConfig, current_names
 
 # ---- a trial's attributes ----
 BASELINE_ATTR = "baseline"  # enqueued from the spec's `baselines`
@@ -69,7 +72,7 @@ WIDTHS, WIDTHS_BY = "hpo_widths", "hpo_widths_by"  # a width ladder's plan; the 
 @dataclass(frozen=True)
 class RunRecord:
     """What a trained and scored run stores, under one set of keys: a trial's attributes and
-    ``hpo train``'s result.json (each adds what only it knows)."""
+    ``hpo train``'s summary.json (each adds what only it knows)."""
 
     val_loss: float
     validation: dict[str, float]  # the pruning metric under its own name
@@ -352,3 +355,25 @@ class StudyRecord(_Stored):
     def noise_sd(self) -> float | None:
         """The pooled sd of a score over the study's repeated pairs, once one was measured."""
         return _number((self.mapping(NOISE_ATTR) or {}).get("sd"))
+
+
+def named(t: FrozenTrial) -> FrozenTrial:
+    """``t`` with a parameter stored under a setting's former name (``ddim_steps``) under its name."""
+    if not set(t.params) & set(RENAMED):
+        return t
+    renamed = copy.copy(t)
+    renamed.params, renamed.distributions = current_names(t.params), current_names(t.distributions)
+    return renamed
+
+
+def named_study(study: optuna.Study) -> optuna.Study:
+    """``study`` itself, or, where a trial stored a parameter under a former name, an in-memory copy
+    whose trials use the current names (for Optuna's own plots, which read parameters by name)."""
+    trials = study.get_trials(deepcopy=False)
+    if not any(set(t.params) & set(RENAMED) for t in trials):
+        return study
+    copied = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=study.directions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        copied.add_trials([named(t) for t in trials])
+    return copied

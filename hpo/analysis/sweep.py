@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hpo.spec.counts import pca_dims
+from hpo.spec.samplers import DEFAULT_SAMPLER, DEFAULT_SPACING
 from hpo.spec.sampling import SamplingConfig, ScreenBy
 
 Stage = Literal["screen", "full"]
@@ -148,7 +149,7 @@ def sweep_table(result: SweepResult, metric: str) -> str:
         mark = "  <- best" if s is best else ""
         cells = "".join(f" {cell(s.sampling)}" for _, cell in extra)
         lines.append(
-            f"{s.sampling.guidance_scale:8.3g} {s.sampling.ddim_steps:5d} {s.sampling.eta:4.2g}{cells} "
+            f"{s.sampling.guidance_scale:8.3g} {s.sampling.steps:5d} {s.sampling.eta:4.2g}{cells} "
             f"{s.stage:>6} {s.num_samples:7d} {s.score:15.4g} {s.kid:9.4g} {fraction(s.precision):>5} "
             f"{fraction(s.recall):>6}{mark}"
         )
@@ -167,10 +168,10 @@ def optional_columns() -> list[Column]:
     return [
         (f"{'EMA':>5}", lambda c: f"{'own':>5}" if c.ema_sigma_rel is None else f"{c.ema_sigma_rel:5.3g}",
          lambda c: c.ema_sigma_rel is not None),
-        (f"{'sampler':>8}", lambda c: f"{c.sampler:>8}", lambda c: c.sampler != "ddim"),
+        (f"{'sampler':>8}", lambda c: f"{c.sampler:>8}", lambda c: c.sampler != DEFAULT_SAMPLER),
         (f"{'guided σ':>12}", lambda c: f"{c.interval_text if c.interval_set else 'all':>12}",
          lambda c: c.interval_set),
-        (f"{'spacing':>8}", lambda c: f"{c.spacing:>8}", lambda c: c.spacing != "trailing"),
+        (f"{'spacing':>8}", lambda c: f"{c.spacing:>8}", lambda c: c.spacing != DEFAULT_SPACING),
     ]  # fmt: skip
 
 

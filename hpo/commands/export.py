@@ -24,7 +24,7 @@ from hpo.service.names import artifact_file
 from hpo.service.study import find_trial, require_spec
 from hpo.service.trials import fail_reason
 from hpo.spec.loading import load_spec, set_fixed
-from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, current_names
 from hpo.spec.spec import Spec, spec_from_dict
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def trial_winner(
     if sampling is None:
         raise HpoError(f"trial {trial.number} of study {study.study_name!r} stored no sampling; pick another trial")
     stored = require_spec(study)
-    spec = spec_from_dict(fixed_spec(stored, trial.params, sampling), file=f"study {study.study_name}")
+    spec = spec_from_dict(fixed_spec(stored, current_names(trial.params), sampling), file=f"study {study.study_name}")
     provenance: dict[str, Any] = {
         "study": study.study_name, "trial": trial.number, VALUE_ATTR: value,
         METRIC_NAME_ATTR: stored.score.metric_name,

@@ -13,7 +13,7 @@ from PIL import Image
 from hpo.commands.export import Winner, read_export, trial_winner
 from hpo.commands.outputs import output_file, writing
 from hpo.errors import HpoError
-from hpo.spec.rules import check_ddim_steps, check_guidance
+from hpo.spec.rules import check_guidance, check_steps
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint
 from hpo.training.generate import sample_images, save_grid
@@ -55,8 +55,8 @@ def chosen_sampling(winner: Winner, *, guidance: float | None, steps: int | None
             )
         sampling = dataclasses.replace(sampling, guidance_scale=guidance)
     if steps is not None:
-        check_ddim_steps(steps, winner.spec.train.timesteps, key="--steps")
-        sampling = dataclasses.replace(sampling, ddim_steps=steps)
+        check_steps(steps, winner.spec.train.timesteps, key="--steps")
+        sampling = dataclasses.replace(sampling, steps=steps)
     return sampling
 
 

@@ -28,7 +28,7 @@ from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
 from hpo.service.urls import redact
-from hpo.spec.sampling import SamplingConfig
+from hpo.spec.sampling import SamplingConfig, current_names
 
 
 def best_text(study: optuna.Study, p: Progress) -> str:
@@ -71,7 +71,7 @@ class TrialRow:
         record = TrialRecord.current(t)
         return cls(
             t.number, t.state.name, retried.get(t.number), t.value if t.state == TrialState.COMPLETE else None,
-            record.last_point(PRUNING_METRIC), record.last_point("gap"), dict(t.params), record.sampling,
+            record.last_point(PRUNING_METRIC), record.last_point("gap"), current_names(t.params), record.sampling,
             fidelity_pair(record.fidelity), _stop(record, noise, copy_floor), hardware_of(record.hardware),
             Placement.from_dict(TrialRecord.of(t).ran_on), fail_reason(t),
         )  # fmt: skip

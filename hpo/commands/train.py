@@ -26,7 +26,7 @@ from hpo.scoring.score import Scorer, make_scorer, preflight
 from hpo.service.study import find_trial, require_spec
 from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
-from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, current_names
 from hpo.spec.spec import SAMPLING_TYPES, Spec, spec_from_dict
 from hpo.spec.typed import coerce
 from hpo.tracking.base import RunInfo, Runs
@@ -52,7 +52,7 @@ def from_trial(
         spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
-    return spec, dict(trial.params), TrialRecord.of(trial).sampling_dict
+    return spec, current_names(trial.params), TrialRecord.of(trial).sampling_dict
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:

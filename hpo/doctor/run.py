@@ -83,7 +83,7 @@ def schedule_and_budget(spec: Spec, cfg: TrainConfig, data: ImageData, trainer: 
 
 def steps_check(spec: Spec, timesteps: int) -> Check:
     """The step counts and samplers a study may score, searched or swept, against the run's T."""
-    steps = [int(s) for s in sampling_values(spec, "ddim_steps")]
+    steps = [int(s) for s in sampling_values(spec, "steps")]
     return schedule_checks.sampler_steps(steps, timesteps, tuple(sampling_values(spec, "sampler")))
 
 

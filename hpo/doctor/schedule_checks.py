@@ -14,7 +14,7 @@ from hpo.diffusion.network import NetInfo
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.result import Check
 from hpo.spec.config import TrainConfig
-from hpo.spec.sampling import SAMPLER_WORDS
+from hpo.spec.samplers import DEFAULT_SAMPLER, sampler_facts
 from hpo.training.data import ImageData
 from hpo.training.refusal import TERMINAL_FAIL, TERMINAL_WARN, schedule_refusal, terminal_alpha_bar
 from hpo.training.trainer import make_schedule
@@ -72,28 +72,16 @@ def wasted_levels(schedule: NoiseSchedule, label: str) -> Check:
     return Check("schedule: noise levels", "pass", text)
 
 
-# The fewest steps each sampler is trusted at, and why. DDIM: FID 13.4 at 10 steps vs 4.2 at 100 on
-# CIFAR-10 (Song et al. 2021, Table 1). DPM-Solver++(2M) and Heun: 5 is the fewest benchmarks/
-# sampler_frontier.py measured (at 5 on EDM's spacing DPM-Solver++ was best on 3 of 18 trained models);
-# Heun on EDM's spacing broke at 3 guided steps on all 18 (FID∞ 1 581-3 092, docs/spec.md).
-FEWEST_STEPS = {"ddim": 10, "dpmpp_2m": 5, "heun": 5}
-FEW_STEPS_WHY = {
-    "ddim": "below 10 steps DDIM quality drops sharply (FID 13.4 at 10 vs 4.2 at 100 on CIFAR-10)",
-    "dpmpp_2m": "below 5 steps DPM-Solver++ was never benchmarked here (docs/benchmarks.md)",
-    "heun": "below 5 steps Heun on EDM's spacing broke at guidance on all 18 benchmark models (docs/spec.md)",
-}
-
-
-def sampler_steps(values: list[int], timesteps: int, samplers: tuple[str, ...] = ("ddim",)) -> Check:
+def sampler_steps(values: list[int], timesteps: int, samplers: tuple[str, ...] = (DEFAULT_SAMPLER,)) -> Check:
     """The step counts a study may score, against the run's T and the fewest its samplers are trusted at."""
     steps = sorted(set(values))
     stride = f"{timesteps / max(steps):.3g}–{timesteps / min(steps):.3g}"
-    names = " or ".join(SAMPLER_WORDS[s] for s in samplers)
+    names = " or ".join(sampler_facts(s).words for s in samplers)
     text = f"{names} steps {', '.join(map(str, steps))} of T={timesteps} (stride {stride})"
-    few = [s for s in samplers if min(steps) < FEWEST_STEPS[s]]
+    few = [sampler_facts(s) for s in samplers if min(steps) < sampler_facts(s).fewest_steps]
     if few:
-        fix = f"score {FEWEST_STEPS[few[0]]}–{10 * FEWEST_STEPS[few[0]]} steps too"
-        return Check("sampling: steps", "warn", f"{text}: {FEW_STEPS_WHY[few[0]]}", fix)
+        fix = f"score {few[0].fewest_steps}–{10 * few[0].fewest_steps} steps too"
+        return Check("sampling: steps", "warn", f"{text}: {few[0].few_steps_why}", fix)
     if max(steps) == timesteps:
         return Check("sampling: steps", "warn", f"{text}: as many steps as T saves no time", "10–100 steps are enough")
     return Check("sampling: steps", "pass", text)

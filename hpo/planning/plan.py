@@ -21,7 +21,8 @@ from hpo.errors import HpoError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim
 from hpo.spec.rules import MAX_EXTRAPOLATION
-from hpo.spec.sampling import RESCORE_TOP, SCREEN_PAYS, SamplerName, SamplingSweep, Spacing
+from hpo.spec.samplers import SamplerName, Spacing
+from hpo.spec.sampling import RESCORE_TOP, SCREEN_PAYS, SamplingSweep
 from hpo.training.data import held_out_count
 from hpo.training.model import count_parameters, info_for, network_for
 
@@ -99,8 +100,8 @@ class SearchPlan:
     timesteps: tuple[int, ...]
     schedules: tuple[str, ...]
     guidance: tuple[float, ...]
-    ddim_steps: tuple[int, ...]
-    sampler: SamplerName  # the solver taking ddim_steps steps
+    steps: tuple[int, ...]
+    sampler: SamplerName  # the solver taking those steps
     spacing: Spacing  # its timesteps
 
 
@@ -246,7 +247,7 @@ def screen_if_it_pays(scoring: Scoring, search: SearchPlan, conditional: bool) -
     worst-case evaluations, else with none (every combination completed): on the shipped grids its
     finalists (the best 3, each guidance scale's best, its frontier) may be every combination."""
     sweep = SamplingSweep(
-        guidance_scale=search.guidance, ddim_steps=search.ddim_steps, sampler=(search.sampler,),
+        guidance_scale=search.guidance, steps=search.steps, sampler=(search.sampler,),
         spacing=(search.spacing,), screen_samples=scoring.screen_samples, rescore_top=scoring.rescore_top,
     )  # fmt: skip
     if sweep.screen_saving(scoring.num_samples, conditional=conditional) >= SCREEN_PAYS:
@@ -267,7 +268,7 @@ def search_plan(net: Network, batches: tuple[int, ...], kind: Kind, conditional:
         # Small CPU networks: DPM-Solver++(2M) on EDM's spacing within 20 evaluations beat DDIM's best of
         # 10/20/30 steps on 13 of 18 trained 16-px models and lost on 1 (benchmarks/sampler_frontier.py); GPU
         # specs (64 px and up, Inception) keep DDIM, where no benchmark has compared them.
-        ddim_steps=(25, 50, 100) if gpu else (5, 10),
+        steps=(25, 50, 100) if gpu else (5, 10),
         sampler="ddim" if gpu else "dpmpp_2m",
         spacing="trailing" if gpu else "karras",
     )

@@ -10,6 +10,7 @@ import yaml
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
 from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, Scoring, epochs
 from hpo.spec.rules import MAX_EXTRAPOLATION
+from hpo.spec.samplers import sampler_facts, spacing_facts
 
 # The CPU quickstart's winner (README: trial 4 of search_spaces/digits.yaml, classifier-FID 2.64 against
 # the by-hand baseline's 156.7): tried second, so a search starts from settings that worked on digits.
@@ -17,14 +18,6 @@ QUICKSTART_LR, QUICKSTART_T, QUICKSTART_SCHEDULE = 5.2e-3, 1000, "linear"
 COMMENT_AT = 32  # comments start in this column, as in the shipped specs
 SEARCH_COMMENT_AT = 72
 Entry = tuple[str, Any, str]  # key, value, comment
-SAMPLER_WHY = {
-    "dpmpp_2m": "DPM-Solver++(2M): within 20 evaluations it beat DDIM's best within 60 on 13 of 18 small models",
-    "ddim": "DDIM: few-step solvers are benchmarked on small models only (docs/benchmarks.md)",
-}
-SPACING_WHY = {
-    "karras": "EDM's σ spacing (ρ = 7): better than trailing for DPM-Solver++ on 10 of 18, worse on 1",
-    "trailing": "trailing timesteps",
-}
 
 
 def flow(value: Any) -> str:
@@ -134,7 +127,7 @@ def ema_halflife_kimg(kimg: float) -> float:
 
 def sampling(plan: Plan) -> list[str]:
     sc, se = plan.scoring, plan.search
-    n = len(se.guidance) * len(se.ddim_steps)
+    n = len(se.guidance) * len(se.steps)
     guidance = (
         "guidance scales: swept on the trained weights, not bought with a run each"
         if plan.conditional
@@ -142,9 +135,9 @@ def sampling(plan: Plan) -> list[str]:
     )
     return section("sampling", "scored on every trained model: these never touch training", [
         ("guidance_scale", list(se.guidance), guidance),
-        ("ddim_steps", list(se.ddim_steps), "sampler steps, each under the smallest T searched"),
-        ("sampler", se.sampler, SAMPLER_WHY[se.sampler]),
-        ("spacing", se.spacing, SPACING_WHY[se.spacing]),
+        ("steps", list(se.steps), "sampler steps, each under the smallest T searched"),
+        ("sampler", se.sampler, sampler_facts(se.sampler).why),
+        ("spacing", se.spacing, spacing_facts(se.spacing).why),
         ("eta", 0.0, "deterministic"),
         *screen_lines(sc, n),
     ])  # fmt: skip

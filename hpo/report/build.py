@@ -74,6 +74,7 @@ from hpo.service.frontiers import study_frontiers
 from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
+from hpo.spec.sampling import current_names
 
 MIN_SEARCH_POINTS = 3  # complete trials before the search's charts (history, slices, contour) say anything
 TOP_SWEEPS = 5  # the best trials whose sampling sweeps are compared
@@ -88,7 +89,8 @@ STOP_TRIALS = 3  # the best trials whose own curves answer *when to stop?*
 def trial_line(t: FrozenTrial) -> TrialLine:
     """How the page names ``t``: number, parameters, and this attempt's chosen sampling setting."""
     choice = TrialRecord.current(t).sampling
-    return TrialLine(t.number, tuple(sorted(t.params.items())), None if choice is None else choice.words)
+    params = current_names(t.params)  # a stored ddim_steps reads as steps
+    return TrialLine(t.number, tuple(sorted(params.items())), None if choice is None else choice.words)
 
 
 def value_of(t: FrozenTrial) -> float:
@@ -291,7 +293,7 @@ def search_section(
         fig = figures.optuna_figure(name, study, **kwargs)
         if fig is not None:
             plots.append(Chart(fig, title))
-    for param in ("guidance_scale", "ddim_steps"):
+    for param in ("guidance_scale", "steps"):
         fig = figures.scatter_figure(trials, param, metric, colours)
         if fig is not None:
             plots.append(Chart(fig, f"{metric} against {param} (searched per trial)"))

@@ -10,7 +10,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -22,6 +22,7 @@ from hpo.analysis.sweep import ComboScore, Stage
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims
+from hpo.spec.samplers import DEFAULT_SAMPLER, DEFAULT_SPACING
 from hpo.spec.sampling import SamplingConfig, ScreenBy
 
 
@@ -113,22 +114,50 @@ def sweep_of(t: FrozenTrial) -> list[ComboScore]:
     return [ComboScore.from_dict(d) for d in TrialRecord.current(t).sweep]
 
 
-SweepRows = Literal["ddim_steps", "ema_sigma_rel"]
+SweepRows = Literal["steps", "ema_sigma_rel"]
+
+
+class StepsRow(NamedTuple):
+    """A sweep grid's row: a number of steps and the sampler and spacing that take them, kept apart so
+    that no cell compares a Heun step (two network evaluations) with a DDIM one."""
+
+    sampler: str
+    spacing: str
+    steps: int
+
+    @property
+    def label(self) -> str:
+        """``10``, or ``10 dpmpp_2m karras`` beside the default sampler and spacing."""
+        extra = [n for n, default in ((self.sampler, DEFAULT_SAMPLER), (self.spacing, DEFAULT_SPACING)) if n != default]
+        return " ".join([str(self.steps), *extra])
+
+
+def steps_row(c: SamplingConfig) -> StepsRow:
+    return StepsRow(c.sampler, c.spacing, c.steps)
+
+
+def row_of(c: SamplingConfig, rows: SweepRows) -> Any:
+    """The grid row a combination falls in: its steps (with their sampler), or its EMA length."""
+    return steps_row(c) if rows == "steps" else c.ema_sigma_rel
+
+
+def row_label(row: Any) -> str:
+    return row.label if isinstance(row, StepsRow) else f"{row:g}"
 
 
 def sweep_grid(
-    scores: Sequence[ComboScore], rows: SweepRows = "ddim_steps"
+    scores: Sequence[ComboScore], rows: SweepRows = "steps"
 ) -> tuple[list[float], list[Any], list[list[float | None]], str]:
-    """(guidance values, row values (DDIM steps or EMA lengths), FID[row][guidance] at the other
+    """(guidance values, row values (:class:`StepsRow` or EMA lengths), FID[row][guidance] at the other
     settings' best, stage): screening scores when every combination was screened (equal counts),
     else the full-count ones."""
     stage = grid_stage(scores)
-    chosen = [s for s in scores if s.stage == stage and getattr(s.sampling, rows) is not None]
+    chosen = [s for s in scores if s.stage == stage and row_of(s.sampling, rows) is not None]
     scales = sorted({s.sampling.guidance_scale for s in chosen})
-    steps = sorted({getattr(s.sampling, rows) for s in chosen})
+    steps = sorted({row_of(s.sampling, rows) for s in chosen})
     grid: list[list[float | None]] = [[None] * len(scales) for _ in steps]
     for s in chosen:
-        i, j = steps.index(getattr(s.sampling, rows)), scales.index(s.sampling.guidance_scale)
+        i, j = steps.index(row_of(s.sampling, rows)), scales.index(s.sampling.guidance_scale)
         current = grid[i][j]
         grid[i][j] = s.rank_value if current is None else min(current, s.rank_value)
     return scales, steps, grid, stage
@@ -156,24 +185,24 @@ def grid_statistic(scores: Sequence[ComboScore]) -> ScreenBy:
     return next((s.ranked_by for s in scores if s.stage == stage), "fid")
 
 
-def combo_cells(scores: Sequence[ComboScore]) -> dict[tuple[int, float], float]:
-    """{(DDIM steps, guidance): the grid's value} of one trial's sweep (the screen's statistic when it
+def combo_cells(scores: Sequence[ComboScore]) -> dict[tuple[StepsRow, float], float]:
+    """{(steps row, guidance): the grid's value} of one trial's sweep (the screen's statistic when it
     ranked by one)."""
     scales, steps, grid, _ = sweep_grid(scores)
     return {(n, w): v for i, n in enumerate(steps) for j, w in enumerate(scales) if (v := grid[i][j]) is not None}
 
 
-def combo_ranks(scores: Sequence[ComboScore]) -> dict[tuple[int, float], int]:
+def combo_ranks(scores: Sequence[ComboScore]) -> dict[tuple[StepsRow, float], int]:
     """Each combination's rank within its own trial's sweep (1 = that trial's best)."""
     cells = combo_cells(scores)
     return {k: 1 + sum(v < cells[k] for v in cells.values()) for k in cells}
 
 
-def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[int, float], float]:
-    """{(DDIM steps, guidance): that combination's rank within each trial's sweep, averaged over the
+def relative_sweep(sweeps: Sequence[Sequence[ComboScore]]) -> dict[tuple[StepsRow, float], float]:
+    """{(steps row, guidance): that combination's rank within each trial's sweep, averaged over the
     trials} (1 = best in every trial). Ranks, not score gaps: a weak trial's large gaps (a baseline
     scoring 130 beside a winner scoring 5) would otherwise outvote the winner's own sweep."""
-    ranks: dict[tuple[int, float], list[int]] = defaultdict(list)
+    ranks: dict[tuple[StepsRow, float], list[int]] = defaultdict(list)
     for scores in sweeps:
         for key, rank in combo_ranks(scores).items():
             ranks[key].append(rank)
@@ -196,7 +225,7 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
     averaging their scores)."""
     sweeps = [(t, scores) for t in done[:top] if len(scores := sweep_of(t)) > 1]
     if not sweeps:
-        return "No sampling sweep yet: list several guidance_scale / ddim_steps values under sampling in the spec."
+        return "No sampling sweep yet: list several guidance_scale / steps values under sampling in the spec."
     best_trial, scores = sweeps[0]
     full = [s for s in scores if s.stage == "full" and math.isfinite(s.score)]
     if not full:
@@ -221,7 +250,7 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
             f"{cell_words(cheapest.sampling)} ({cheapest.evaluations(True)} evaluations) comes within {margin:.2g} "
             f"of that at {cheapest.score:.3g} ({why})."
         )
-    best_steps, best_w = best.sampling.ddim_steps, best.sampling.guidance_scale
+    best_steps, best_w = steps_row(best.sampling), best.sampling.guidance_scale
     cells = combo_cells(scores)
     others = [combo_ranks(sc) for _, sc in sweeps[1:]]
     others = [r for r in others if (best_steps, best_w) in r]

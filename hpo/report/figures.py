@@ -15,10 +15,11 @@ from plotly.colors import qualitative
 
 from hpo.analysis.frontier import Frontier
 from hpo.analysis.importance import Importances
-from hpo.analysis.record import PRUNING_METRIC, TrialRecord
+from hpo.analysis.record import PRUNING_METRIC, TrialRecord, named_study
 from hpo.analysis.sweep import ComboScore
 from hpo.report.bundle import CARTESIAN_TRACES, defer
-from hpo.report.data import SweepRows, grid_statistic, relative_sweep, sweep_grid
+from hpo.report.data import SweepRows, grid_statistic, relative_sweep, row_label, sweep_grid
+from hpo.spec.sampling import current_names
 
 log = logging.getLogger("hpo.report")
 STOPPED = (TrialState.PRUNED, TrialState.FAIL)
@@ -68,7 +69,7 @@ def optuna_figure(name: str, study: optuna.Study, **kwargs: object) -> go.Figure
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fig = plot(study, **kwargs)  # type: ignore[operator]
+            fig = plot(named_study(study), **kwargs)  # type: ignore[operator]
     except (ValueError, RuntimeError) as err:
         log.info("no %s plot: %s", name, err)
         return None
@@ -150,18 +151,18 @@ def level_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
     return fig
 
 
-def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "ddim_steps") -> go.Figure:
-    """The score over guidance × DDIM steps, or guidance × EMA length (``rows``)."""
+def sweep_figure(scores: Sequence[ComboScore], metric: str, rows: SweepRows = "steps") -> go.Figure:
+    """The score over guidance × sampler steps, or guidance × EMA length (``rows``)."""
     scales, values, grid, stage = sweep_grid(scores, rows)
     metric = {"kid": "KID", "pca": f"{metric}, PCA"}.get(grid_statistic(scores), metric)
-    name = {"ddim_steps": "steps", "ema_sigma_rel": "EMA σ_rel"}[rows]
+    name = {"steps": "steps", "ema_sigma_rel": "EMA σ_rel"}[rows]
     fig = go.Figure(
         go.Heatmap(
-            z=grid, x=[f"{w:g}" for w in scales], y=[f"{v:g}" for v in values], colorscale="Viridis_r",
+            z=grid, x=[f"{w:g}" for w in scales], y=[row_label(v) for v in values], colorscale="Viridis_r",
             colorbar={"title": metric}, texttemplate="%{z:.3g}", hovertemplate=f"w=%{{x}} {name}=%{{y}}: %{{z:.4g}}",
         )
     )  # fmt: skip
-    title = {"ddim_steps": "sampler steps", "ema_sigma_rel": "EMA length σ_rel"}[rows]
+    title = {"steps": "sampler steps", "ema_sigma_rel": "EMA length σ_rel"}[rows]
     fig.update_layout(xaxis_title="guidance scale", yaxis_title=f"{title} ({stage} stage)")
     return fig
 
@@ -193,7 +194,7 @@ def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
     z = [[rel.get((n, w)) for w in scales] for n in steps]
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=[f"{w:g}" for w in scales], y=[str(n) for n in steps], colorscale="Viridis_r",
+            z=z, x=[f"{w:g}" for w in scales], y=[n.label for n in steps], colorscale="Viridis_r",
             colorbar={"title": "mean rank"}, texttemplate="%{z:.2g}",
         )
     )  # fmt: skip
@@ -202,7 +203,8 @@ def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
 
 
 def scatter_figure(trials: Sequence[FrozenTrial], param: str, metric: str, colours: Colours) -> go.Figure | None:
-    points = [(t, t.params[param]) for t in trials if param in t.params and t.value is not None]
+    named = [(t, current_names(t.params)) for t in trials if t.value is not None]  # a stored ddim_steps is steps
+    points = [(t, params[param]) for t, params in named if param in params]
     if len(points) < 2:
         return None
     fig = go.Figure(

@@ -99,7 +99,7 @@ class EmaReading:
 
 @dataclass(frozen=True)
 class SweepSection:
-    answer: str  # which guidance and how many DDIM steps, and how far the trials behind agree
+    answer: str  # which guidance and how many sampler steps, and how far the trials behind agree
     grid: Chart | None  # None: no trial swept more than one combination
     ema: EmaReading | None
     relative: Chart | None  # ranks across the top trials' sweeps, when more than one swept

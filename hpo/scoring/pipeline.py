@@ -39,7 +39,7 @@ class Scored:
         return self.ema.model(sampling.ema_sigma_rel) if self.ema is not None else self.result.model
 
     def record(self, combos: Sequence[SamplingConfig]) -> RunRecord:
-        """What a trained and scored run stores (a trial's attributes, ``hpo train``'s result.json)."""
+        """What a trained and scored run stores (a trial's attributes, ``hpo train``'s summary.json)."""
         result, best = self.result, self.best
         last = result.history[-1].metrics
         return RunRecord(

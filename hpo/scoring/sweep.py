@@ -1,4 +1,4 @@
-"""The sampling sweep: one trained model scored at every (guidance, DDIM steps, η) combination.
+"""The sampling sweep: one trained model scored at every (guidance, sampler steps, η, ...) combination.
 
 Every combination uses the same labels and the same initial noise per sample, so differences are
 the settings' and not the noise's. With screening, every combination is first scored on the first

@@ -27,7 +27,7 @@ REASONS = {
     "oom": "out of GPU memory at this batch size; the worker carried on",
     "worker_lost": "its worker stopped sending heartbeats (killed, preempted, host lost); a retry resumed it",
     "worker_stopped": "its worker was stopped (SIGTERM, docker compose stop); a retry resumed it",
-    "invalid_config": "the drawn parameters break a rule (e.g. DDIM steps above T); see the error attribute",
+    "invalid_config": "the drawn parameters break a rule (e.g. sampler steps above T); see the error attribute",
     "invalid_schedule": "the drawn schedule and T never reach pure noise (samples would stay grey); refused before "
     "training, at no cost",
     "network_protocol": "the network factory breaks the protocol; see the error attribute",

@@ -6,6 +6,7 @@ nesting and duplicated keys are refused with one line that names the file and th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from hpo.errors import ConfigError
 from hpo.spec.sampling import SAMPLING_FIELDS
-from hpo.spec.spec import SECTIONS, Spec, spec_from_dict
+from hpo.spec.spec import SECTIONS, Spec, renamed_settings, spec_from_dict
 from hpo.spec.typed import did_you_mean
 
 MAX_SPEC_BYTES = 1 << 20  # a spec is a page of settings, not a data file
@@ -33,7 +34,10 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_data: bo
         raw = parse_yaml(read_text(path))
         if raw is None:
             raise ConfigError("spec", f"is empty; a spec needs at least a study section ({', '.join(SECTIONS)})")
-        spec = spec_from_dict(apply_overrides(raw, overrides), file=str(path))
+        raw = apply_overrides(raw, overrides)
+        spec = spec_from_dict(raw, file=str(path))
+        for renamed in renamed_settings(raw):  # once it loads: a spec that fails says one line, its error
+            print(f"note: {path}: {renamed} (read as the new name; rename it in the file)", file=sys.stderr)
         if check_data:
             check_environment(spec)
         return spec

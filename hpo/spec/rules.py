@@ -35,13 +35,13 @@ def check_budget(kimg: float, batch_size: int, num_evals: int, *, key: str = "ki
     )
 
 
-def check_ddim_steps(steps: int, timesteps: int, *, key: str = "ddim_steps") -> None:
-    """DDIM visits a subset of the T training timesteps."""
+def check_steps(steps: int, timesteps: int, *, key: str = "steps") -> None:
+    """Every sampler visits a subset of the T training timesteps."""
     require(
         steps <= timesteps,
         key,
-        f"up to {steps} DDIM steps but timesteps can be as low as {timesteps}; DDIM visits a subset of the "
-        "T steps, so keep ddim_steps <= timesteps",
+        f"up to {steps} sampler steps but timesteps can be as low as {timesteps}; a sampler visits a subset "
+        "of the T steps, so keep steps <= timesteps",
     )
 
 

@@ -1,6 +1,6 @@
 """How a trained model is sampled, apart from how it is trained.
 
-:class:`SamplingConfig` is one combination (guidance scale, DDIM steps, η): generation and scoring
+:class:`SamplingConfig` is one combination (guidance scale, sampler steps, η, ...): generation and scoring
 use it, the trainer never sees it. :class:`SamplingSweep` is a spec's ``sampling:`` section: the
 values of each setting that every trained model is scored at, so that these three are bought at
 sampling price instead of a full training run each.
@@ -16,6 +16,17 @@ from typing import Any, Literal, get_type_hints
 
 from hpo.errors import ConfigError
 from hpo.spec.rules import check_guidance, check_guidance_interval, check_sigma_rel, require
+from hpo.spec.samplers import (
+    DEFAULT_SAMPLER,
+    DEFAULT_SPACING,
+    SAMPLER_NAMES,
+    SAMPLER_TABLE,
+    SPACING_NAMES,
+    SamplerName,
+    Spacing,
+    sampler_facts,
+    spacing_facts,
+)
 from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
@@ -24,16 +35,12 @@ MAX_COMBINATIONS = 256
 # screen's best 1 picked a combination more than 2 sd of a difference (floor 2 %) worse than truth's
 # best on 4, its best 3 on 1 (photos-7, 8.7 % worse; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
+RENAMED = {"ddim_steps": "steps"}  # a setting's former name → its name: still read (specs, stored combinations)
 # A screen is planned only where it saves at least this share of the sweep's network evaluations in the
 # worst case: with its finalists completed, on grids of a dozen combinations it saves nothing there, and
 # a screen can only lose the best combination, never find a better one (docs/screening.md).
 SCREEN_PAYS = 0.5
-SamplerName = Literal["ddim", "dpmpp_2m", "heun"]  # hpo.diffusion.sampler.SAMPLERS: the functions, same names
-SAMPLER_NAMES: tuple[SamplerName, ...] = ("ddim", "dpmpp_2m", "heun")
-SAMPLER_WORDS = {"ddim": "DDIM", "dpmpp_2m": "DPM-Solver++(2M)", "heun": "Heun (EDM)"}
-Spacing = Literal["trailing", "karras"]  # hpo.diffusion.sampler.SPACINGS: the timesteps a sampler visits
-SPACING_NAMES: tuple[Spacing, ...] = ("trailing", "karras")
-SPACING_WORDS = {"trailing": "", "karras": " on EDM's σ spacing"}
+RENAMED = {"ddim_steps": "steps"}  # a setting's former name → its name: still read (specs, stored combinations)
 ScreenBy = Literal["pca", "kid", "fid"]
 SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
 
@@ -41,18 +48,18 @@ SCREEN_BY: tuple[ScreenBy, ...] = ("pca", "kid", "fid")
 @dataclass(frozen=True)
 class SamplingConfig:
     guidance_scale: float = 1.0  # classifier-free guidance w; 1 = the conditional model alone
-    ddim_steps: int = 50  # DDIM steps (trailing spacing)
+    steps: int = 50  # the sampler's steps (each one or two network evaluations: SamplerFacts.per_step)
     eta: float = 0.0  # 0 = deterministic DDIM, 1 = DDPM-like noise
     ema_sigma_rel: float | None = None  # EMA length rebuilt after training (post-hoc EMA); None: the run's own EMA
-    sampler: SamplerName = "ddim"  # the solver taking the ddim_steps steps: ddim, dpmpp_2m (DPM-Solver++(2M)), heun
+    sampler: SamplerName = DEFAULT_SAMPLER  # the solver taking the steps: hpo.spec.samplers.SAMPLER_TABLE
     guidance_sigma_min: float = 0.0  # guidance only where σ/α lies in (min, max] (Kynkäänniemi et al. 2024) ...
     guidance_sigma_max: float | None = None  # ... elsewhere the conditional model alone; None: no upper bound
-    spacing: Spacing = "trailing"  # the timesteps: trailing (Lin et al. 2024) or karras (EDM's ρ = 7 in σ)
+    spacing: Spacing = DEFAULT_SPACING  # the timesteps: trailing (Lin et al. 2024) or karras (ρ = 7 in σ)
 
     def __post_init__(self) -> None:
         check_guidance(self.guidance_scale)
         check_guidance_interval(self.guidance_sigma_min, self.guidance_sigma_max)
-        require(1 <= self.ddim_steps <= 10_000, "ddim_steps", f"must be in [1, 10000], got {self.ddim_steps}")
+        require(1 <= self.steps <= 10_000, "steps", f"must be in [1, 10000], got {self.steps}")
         require(0.0 <= self.eta <= 1.0, "eta", f"must be in [0, 1], got {self.eta}")
         require(
             self.sampler in SAMPLER_NAMES, "sampler", f"unknown sampler {self.sampler!r}; expected one of "
@@ -63,8 +70,9 @@ class SamplingConfig:
             f"{', '.join(SPACING_NAMES)}",
         )  # fmt: skip
         require(
-            self.sampler == "ddim" or self.eta == 0.0, "eta",
-            f"{self.sampler} is deterministic: eta must be 0, got {self.eta:g} (sweep eta with sampler ddim only)",
+            sampler_facts(self.sampler).stochastic or self.eta == 0.0, "eta",
+            f"{self.sampler} is deterministic: eta must be 0, got {self.eta:g} (sweep eta with sampler "
+            f"{' or '.join(s.name for s in SAMPLER_TABLE if s.stochastic)} only)",
         )  # fmt: skip
         if self.ema_sigma_rel is not None:
             check_sigma_rel(self.ema_sigma_rel, "ema_sigma_rel")
@@ -92,16 +100,15 @@ class SamplingConfig:
         With a guidance interval this is at most: the steps outside it cost one pass, and which those
         are depends on the noise schedule (``hpo.training.generate.network_evaluations`` counts them;
         a sweep stores that count per combination)."""
-        calls = 2 * self.ddim_steps - 1 if self.sampler == "heun" else self.ddim_steps
-        return calls * (2 if self.guided(conditional) else 1)
+        return sampler_facts(self.sampler).evaluations(self.steps) * (2 if self.guided(conditional) else 1)
 
     @property
     def label(self) -> str:
         ema = "" if self.ema_sigma_rel is None else f" ema={self.ema_sigma_rel:g}"
-        solver = "" if self.sampler == "ddim" else f" {self.sampler}"
+        solver = "" if self.sampler == DEFAULT_SAMPLER else f" {self.sampler}"
         interval = f" σ∈{self.interval_text}" if self.interval_set else ""
-        spacing = "" if self.spacing == "trailing" else f" {self.spacing}"
-        return f"w={self.guidance_scale:g} steps={self.ddim_steps} eta={self.eta:g}{ema}{solver}{interval}{spacing}"
+        spacing = "" if self.spacing == DEFAULT_SPACING else f" {self.spacing}"
+        return f"w={self.guidance_scale:g} steps={self.steps} eta={self.eta:g}{ema}{solver}{interval}{spacing}"
 
     @property
     def interval_text(self) -> str:
@@ -116,51 +123,60 @@ class SamplingConfig:
 
     @property
     def steps_words(self) -> str:
-        """How many steps of which sampler, e.g. "10 Heun (EDM) steps on EDM's σ spacing"."""
-        return f"{self.ddim_steps} {SAMPLER_WORDS[self.sampler]} steps{SPACING_WORDS[self.spacing]}"
+        """How many steps of which sampler, e.g. "10 Heun (EDM) steps on the Karras σ spacing (ρ = 7)"."""
+        return f"{self.steps} {sampler_facts(self.sampler).words} steps{spacing_facts(self.spacing).words}"
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values; ``ema_sigma_rel`` only when set, so combinations stored before post-hoc EMA read
         the same."""
-        out: dict[str, Any] = {"guidance_scale": self.guidance_scale, "ddim_steps": self.ddim_steps, "eta": self.eta}
+        out: dict[str, Any] = {"guidance_scale": self.guidance_scale, "steps": self.steps, "eta": self.eta}
         if self.ema_sigma_rel is not None:
             out["ema_sigma_rel"] = self.ema_sigma_rel
-        if self.sampler != "ddim":
+        if self.sampler != DEFAULT_SAMPLER:
             out["sampler"] = self.sampler
         if self.guidance_sigma_min != 0.0:
             out["guidance_sigma_min"] = self.guidance_sigma_min
         if self.guidance_sigma_max is not None:
             out["guidance_sigma_max"] = self.guidance_sigma_max
-        if self.spacing != "trailing":
+        if self.spacing != DEFAULT_SPACING:
             out["spacing"] = self.spacing
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SamplingConfig:
-        """The combination stored by :meth:`as_dict` (extra keys, e.g. a score's, are ignored)."""
+        """The combination stored by :meth:`as_dict` (extra keys, e.g. a score's, are ignored; a
+        setting's former name, e.g. ``ddim_steps``, reads as its name)."""
+        d = current_names(d)
         sigma = d.get("ema_sigma_rel")
         return cls(
-            float(d["guidance_scale"]), int(d["ddim_steps"]), float(d["eta"]), None if sigma is None else float(sigma),
-            d.get("sampler", "ddim"), float(d.get("guidance_sigma_min", 0.0)),
+            float(d["guidance_scale"]), int(d["steps"]), float(d["eta"]), None if sigma is None else float(sigma),
+            d.get("sampler", DEFAULT_SAMPLER), float(d.get("guidance_sigma_min", 0.0)),
             None if d.get("guidance_sigma_max") is None else float(d["guidance_sigma_max"]),
-            d.get("spacing", "trailing"),
+            d.get("spacing", DEFAULT_SPACING),
         )  # fmt: skip
 
 
+def current_names(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` with each setting's former name (:data:`RENAMED`) replaced by its name; where both are
+    given the current one wins (a caller that must refuse that checks first)."""
+    return {RENAMED.get(k, k): v for k, v in d.items() if not (k in RENAMED and RENAMED[k] in d)}
+
+
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingConfig))
+SAMPLING_PARAMS = (*SAMPLING_FIELDS, *RENAMED)  # a trial's sampling parameters under either name (stored studies)
 SWEEP_KEYS = (*SAMPLING_FIELDS, "screen_samples", "rescore_top", "screen_by")
 
 
 @dataclass(frozen=True)
 class SamplingSweep:
     guidance_scale: tuple[float, ...] = (1.0,)  # values scored on every trained model
-    ddim_steps: tuple[int, ...] = (50,)
+    steps: tuple[int, ...] = (50,)
     eta: tuple[float, ...] = (0.0,)
     ema_sigma_rel: tuple[float | None, ...] = (None,)  # EMA lengths rebuilt from snapshots; (None,): the run's EMA
-    sampler: tuple[SamplerName, ...] = ("ddim",)
+    sampler: tuple[SamplerName, ...] = (DEFAULT_SAMPLER,)
     guidance_sigma_min: tuple[float, ...] = (0.0,)
     guidance_sigma_max: tuple[float | None, ...] = (None,)
-    spacing: tuple[Spacing, ...] = ("trailing",)
+    spacing: tuple[Spacing, ...] = (DEFAULT_SPACING,)
     screen_samples: int = 0  # > 0: score every combination with this many samples first, then ...
     rescore_top: int = RESCORE_TOP  # ... complete the best few to score.num_samples (the best: the trial's value)
     screen_by: ScreenBy = "pca"  # the screen's ranking: pca (FID in screen_samples/4 principal components), kid, fid
@@ -215,7 +231,7 @@ class SamplingSweep:
         training ends)."""
         combos = self.combinations(fixed)
         scales = sorted({c.guidance_scale for c in combos})
-        steps = sorted({c.ddim_steps for c in combos})
+        steps = sorted({c.steps for c in combos})
         median = (len(scales) - 1) // 2, (len(steps) - 1) // 2
         names = ("sampler", "guidance_sigma_min", "guidance_sigma_max", "spacing")
         first = {n: (fixed or {}).get(n, self.values(n)[0]) for n in names}
@@ -225,9 +241,9 @@ class SamplingSweep:
         out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
         if not self.posthoc_ema:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
-        if self.sampler == ("ddim",):
+        if self.sampler == (DEFAULT_SAMPLER,):
             del out["sampler"]  # likewise
-        for name, default in (("guidance_sigma_min", 0.0), ("guidance_sigma_max", None), ("spacing", "trailing")):
+        for name, default in (("guidance_sigma_min", 0.0), ("guidance_sigma_max", None), ("spacing", DEFAULT_SPACING)):
             if out[name] == [default]:
                 del out[name]  # likewise
         if self.screen_by == "pca":

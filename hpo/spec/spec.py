@@ -18,8 +18,8 @@ from hpo.errors import ConfigError
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.counts import CountProblem, count_problems, source_channels
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
-from hpo.spec.rules import HEARTBEAT_INTERVAL, check_budget, check_ddim_steps, check_study_name, grace_seconds, require
-from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep
+from hpo.spec.rules import HEARTBEAT_INTERVAL, check_budget, check_steps, check_study_name, grace_seconds, require
+from hpo.spec.sampling import RENAMED, SAMPLING_FIELDS, SamplingConfig, SamplingSweep, build_sweep, current_names
 from hpo.spec.typed import build, check_keys, coerce, did_you_mean, to_plain
 
 
@@ -111,7 +111,7 @@ class TrackingSettings:
 SECTIONS = ("study", "data", "train", "sampling", "score", "sampler", "pruner", "tracking", "search", "baselines")
 TRAIN_TYPES = get_type_hints(TrainConfig)
 SAMPLING_TYPES = get_type_hints(SamplingConfig)
-LEGACY_SAMPLING = {"guidance_scale": "guidance_scale", "ddim_steps": "ddim_steps", "ddim_eta": "eta"}
+LEGACY_SAMPLING = {"guidance_scale": "guidance_scale", "ddim_steps": "steps", "ddim_eta": "eta"}
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,9 @@ class Spec:
     file: str = "<spec>"
 
     def split_params(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A trial's parameters → (training parameters, sampling parameters)."""
+        """A trial's parameters → (training parameters, sampling parameters); a parameter stored under a
+        setting's former name (a study searched ``ddim_steps``) reads as its name."""
+        params = current_names(params)
         train = {k: v for k, v in params.items() if k not in SAMPLING_FIELDS}
         return train, {k: v for k, v in params.items() if k in SAMPLING_FIELDS}
 
@@ -151,7 +153,7 @@ class Spec:
     def sampling_combinations(self, cfg: TrainConfig, params: Mapping[str, Any]) -> list[SamplingConfig]:
         """The combinations one trained model is scored at; ``params`` fix searched sampling settings."""
         combos = self.sampling.combinations(params, conditional=cfg.conditional)
-        check_ddim_steps(max(c.ddim_steps for c in combos), cfg.timesteps, key="sampling.ddim_steps")
+        check_steps(max(c.steps for c in combos), cfg.timesteps, key="sampling.steps")
         return combos
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,9 +192,38 @@ def parse_stored(text: str, *, study_name: str) -> Spec:
     return spec_from_dict(json.loads(text), file=f"study {study_name}")
 
 
+def renamed_settings(raw: Mapping[str, Any]) -> list[str]:
+    """The settings ``raw`` gives under a former name (:data:`RENAMED`), as ``section.old → section.new``."""
+    out = []
+    for section, moved_to in (("train", "sampling"), ("sampling", "sampling"), ("search", "search")):
+        values = raw.get(section)
+        if isinstance(values, Mapping):
+            out += [f"{section}.{k} → {moved_to}.{RENAMED[k]}" for k in values if k in RENAMED]
+    baselines = raw.get("baselines")
+    if isinstance(baselines, list) and any(isinstance(b, Mapping) and set(b) & set(RENAMED) for b in baselines):
+        out += [f"baselines[].{k} → baselines[].{v}" for k, v in RENAMED.items()]
+    return out
+
+
+def rename_settings(values: Any, path: str) -> Any:
+    """``values`` (a section's mapping) with former names replaced; both names given is refused."""
+    if not isinstance(values, Mapping):
+        return values
+    for old, new in RENAMED.items():
+        if old in values and new in values:
+            raise ConfigError(f"{path}.{old}", f"is also set as {path}.{new}; keep {new} (its name now) only")
+    return current_names(values)
+
+
 def migrate_legacy(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Specs written before sampling had its own section kept guidance, DDIM steps and η in train."""
+    """Settings under a former name (``ddim_steps``) read as their name, and specs written before
+    sampling had its own section (guidance, steps and η in train) read as now."""
     out = dict(raw)
+    for section in ("sampling", "search"):
+        if section in out:
+            out[section] = rename_settings(out[section], section)
+    if isinstance(out.get("baselines"), list):
+        out["baselines"] = [rename_settings(b, f"baselines[{i}]") for i, b in enumerate(out["baselines"])]
     train = out.get("train")
     raw_sampling = out.get("sampling") or {}
     if isinstance(train, Mapping) and isinstance(raw_sampling, Mapping) and any(k in train for k in LEGACY_SAMPLING):
@@ -344,8 +375,8 @@ def sampling_bounds(spec: Spec, name: str) -> tuple[Any, Any]:
 def check_consistency(spec: Spec) -> None:
     """Cross-field rules that no single section can check alone."""
     lo_T, _ = param_bounds(spec.search.get("timesteps"), spec.train.timesteps)
-    _, hi_steps = sampling_bounds(spec, "ddim_steps")
-    check_ddim_steps(hi_steps, lo_T, key="search.ddim_steps" if "ddim_steps" in spec.search else "sampling.ddim_steps")
+    _, hi_steps = sampling_bounds(spec, "steps")
+    check_steps(hi_steps, lo_T, key="search.steps" if "steps" in spec.search else "sampling.steps")
     check_guidance(spec)
     check_guidance_intervals(spec)
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)

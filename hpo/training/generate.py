@@ -30,7 +30,7 @@ def network_evaluations(sampling: SamplingConfig, schedule: NoiseSchedule, *, co
     ``SamplingConfig.evaluations`` is the same count without the schedule (every step guided)."""
     guided = conditional and sampling.guidance_scale != 1.0
     levels = schedule.noise_levels
-    timesteps = evaluation_timesteps(sampling.sampler, schedule, sampling.ddim_steps, sampling.spacing)
+    timesteps = evaluation_timesteps(sampling.sampler, schedule, sampling.steps, sampling.spacing)
     return sum(2 if guided and guided_at(float(levels[t]), sampling.guidance_interval) else 1 for t in timesteps)
 
 
@@ -91,7 +91,7 @@ def sample_batches(
             with autocast(device, sampling=True):
                 x = sample(
                     denoise, model.schedule, x,
-                    steps=sampling.ddim_steps, eta=sampling.eta, generator=gen, spacing=sampling.spacing,
+                    steps=sampling.steps, eta=sampling.eta, generator=gen, spacing=sampling.spacing,
                 )  # fmt: skip
             yield to_uint8(x)
 

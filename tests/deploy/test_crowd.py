@@ -71,7 +71,7 @@ def spec_for(folder: Path, name: str) -> Path:
         train={"kimg": 0.1, "num_evals": 1, "batch_size": 16},
         score={"num_samples": 32, "batch_size": 32},
         search={"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}},
-        sampling={"guidance_scale": 1.0, "ddim_steps": 2},
+        sampling={"guidance_scale": 1.0, "steps": 2},
     )
 
 

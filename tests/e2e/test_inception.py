@@ -110,7 +110,7 @@ def test_a_short_study_scores_with_inception_features(accept_standin: Path, tmp_
             data={"max_images": 160, "val_fraction": 0.2},
             train={"kimg": 0.2, "num_evals": 1, "val_images": 32},
             score={"features": "inception", "num_samples": 24, "batch_size": 24, "grid_size": 4},
-            sampling={"guidance_scale": [1.0], "ddim_steps": [4]},
+            sampling={"guidance_scale": [1.0], "steps": [4]},
             search={"lr": {"type": "float", "low": 1e-3, "high": 2e-3, "log": True}},
         )
     )

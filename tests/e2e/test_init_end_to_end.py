@@ -38,7 +38,7 @@ def test_a_folder_of_photos_becomes_a_spec_the_doctor_passes_a_study_an_export_a
     edit(spec, {  # a 2-trial study of a small network that runs in about a minute on one thread
         "study": {"n_trials": 2, "target_kimg": 0.8},
         "train": {"kimg": 0.2, "num_evals": 1, "val_images": 16, "base_channels": 16, "channel_mult": [1, 2]},
-        "sampling": {"guidance_scale": [2.0], "ddim_steps": [8]},
+        "sampling": {"guidance_scale": [2.0], "steps": [8]},
         "score": {"num_samples": 32, "batch_size": 32, "grid_size": 16},
     })  # fmt: skip
     code, out, err = run_cli(["launch", str(spec), "--skip-doctor"])  # the doctor has just passed it

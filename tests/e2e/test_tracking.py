@@ -42,7 +42,7 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Pat
             study={"name": "tracked", "n_trials": 1},
             train={"kimg": 1.6, "num_evals": 4, "batch_size": 16},
             search={"lr": {"type": "float", "low": 1e-3, "high": 2e-3}},
-            sampling={"guidance_scale": 1.5, "ddim_steps": 4},
+            sampling={"guidance_scale": 1.5, "steps": 4},
             tracking={
                 "tensorboard": True,
                 "wandb": {"project": "hpo-test", "mode": "offline"},

@@ -38,7 +38,7 @@ def launch(
         study={"name": name, "n_trials": n_trials, "heartbeat_interval": 1, "grace_period": 4, **study},
         train=train or LONG,
         search=ONE,
-        sampling={"guidance_scale": 1.0, "ddim_steps": 4},
+        sampling={"guidance_scale": 1.0, "steps": 4},
     )
     done = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -150,7 +150,7 @@ def test_a_trial_failed_between_two_heartbeats_stops_with_no_later_checkpoint(
         study={"name": "raced", "n_trials": 1, "heartbeat_interval": 60, "grace_period": 120, "max_retries": 0},
         train={"kimg": 0.8, "num_evals": 4, "batch_size": 16},
         search=ONE,
-        sampling={"guidance_scale": 1.0, "ddim_steps": 4},
+        sampling={"guidance_scale": 1.0, "steps": 4},
     )
     url = f"sqlite:///{tmp_path / 'hpo.db'}"
     study, _ = create_or_resume(load_spec(spec), open_storage(url))
