@@ -37,7 +37,12 @@ def planted_suite(pytester: pytest.Pytester) -> None:
 
 
 def test_every_test_file_lies_in_a_tier_folder_or_the_default_tier() -> None:
-    tiers = {tier_of(p) for p in TESTS.rglob("test_*.py")}
+    """A test file in any other folder would run in the default tier unnoticed (``tier_of`` falls back to
+    it), so the default tier is the files directly in tests/."""
+    files = list(TESTS.rglob("test_*.py"))
+    stray = [p for p in files if p.parent != TESTS and tier_of(p) == "default"]
+    assert not stray, f"test files outside tests/ and its tier folders ({', '.join(FOLDERS)}): {stray}"
+    tiers = {tier_of(p) for p in files}
     assert tiers == {"default", "integration", "e2e", "deploy"}
     assert tier_of(TESTS / "integration" / "test_outages.py") == "integration"
     assert tier_of(TESTS / "test_spec.py") == "default"

@@ -17,6 +17,7 @@ from scipy.stats import spearmanr
 from hpo.analysis.seeds import within_two_standard_errors
 
 MIN_RANKED = 3  # configurations scored before a rank correlation is given
+NOT_RANKED = f"n/a (fewer than {MIN_RANKED} configurations scored)"  # what stands in for it below that
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.record import TrialRecord
+from hpo.analysis.seeds import TIE_SDS, tied
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,18 @@ class Noise:
     pairs: int  # re-scored trials it rests on
 
     @property
+    def difference_sd(self) -> float:
+        """The sd of the difference of two independent scores: √2 × one score's (0 with none measured)."""
+        return math.sqrt(2) * self.sd if self.sd is not None else 0.0
+
+    @property
     def tie_margin(self) -> float:
-        return 2 * math.sqrt(2) * self.sd if self.sd is not None else 0.0
+        return TIE_SDS * self.difference_sd
 
     def within_tie_margin(self, a: float, b: float) -> bool:
-        """``a`` and ``b`` closer than the tie margin (2·√2·sd): the noise alone could order them (never
-        with no noise measured)."""
-        return self.sd is not None and abs(a - b) < self.tie_margin
+        """``a`` and ``b`` closer than the tie margin (2·√2·sd, :func:`~hpo.analysis.seeds.tied`): the noise
+        alone could order them (never with no noise measured)."""
+        return self.sd is not None and tied(a, b, self.difference_sd)
 
     def text(self) -> str:
         if self.sd is None:

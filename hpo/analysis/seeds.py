@@ -1,5 +1,6 @@
-"""Means over seeds and when the seeds cannot order two of them: one rule for the confirmation,
-the budget ladder and the width transfer."""
+"""When the data cannot order two values: one rule (:func:`tied`) for scores re-measured on new samples
+(``hpo.analysis.noise``) and for means over seeds (the confirmation, the budget ladder and the width
+transfer)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,16 @@ class SeedMean(Protocol):
     def standard_error(self) -> float: ...
 
 
+TIE_SDS = 2.0  # two values are tied when they differ by less than this many sd of their difference
+
+
+def tied(a: float, b: float, sd_of_difference: float) -> bool:
+    """The one tie rule: ``a`` and ``b`` differ by less than ``TIE_SDS`` standard deviations of their
+    difference, so the noise alone could order them. Never tied when a value is NaN or infinite."""
+    return abs(a - b) < TIE_SDS * sd_of_difference
+
+
 def within_two_standard_errors(a: SeedMean, b: SeedMean) -> bool:
-    """Tied: the means differ by less than twice the standard error of the difference (over seeds),
-    so the data cannot order them. Never tied when a mean is NaN or infinite (a diverged run)."""
-    se = math.hypot(a.standard_error, b.standard_error)
-    return abs(a.mean - b.mean) < 2 * se
+    """Tied over seeds: the sd of the difference of two means is the hypotenuse of their standard
+    errors (independent seeds). Never tied when a mean is NaN or infinite (a diverged run)."""
+    return tied(a.mean, b.mean, math.hypot(a.standard_error, b.standard_error))

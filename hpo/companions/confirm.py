@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna.storages import RDBStorage
 
-from hpo.analysis.confirmation import Confirmed, Verdict, confirmation_verdict
+from hpo.analysis.confirmation import NOT_RANKED, Confirmed, Verdict, confirmation_verdict
 from hpo.analysis.record import CONFIRMED_BY, SOURCE_STUDY_ATTR, StudyRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.companions.base import (
@@ -96,7 +96,7 @@ class ConfirmReading:
         rho = (
             f"{v.rank_correlation:.2f} over {sum(1 for c in v.configs if c.values)} configurations"
             if v.rank_correlation is not None
-            else "n/a (fewer than 3 configurations scored)"
+            else NOT_RANKED
         )
         scale = f"\nreal held-out images: {metric} {self.floor['score']:.4g} (the floor)" if self.floor else ""
         return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}{scale}"
@@ -115,7 +115,7 @@ class ConfirmReading:
             [c.label, f"{c.study_value:.4g}", f"{c.mean:.4g} ± {c.spread:.2g}" if c.values else "—", str(len(c.values))]
             for c in v.configs
         ]
-        rho = f"{v.rank_correlation:.2f}" if v.rank_correlation is not None else "n/a (fewer than 3 configurations)"
+        rho = f"{v.rank_correlation:.2f}" if v.rank_correlation is not None else NOT_RANKED
         return [
             Paragraph(v.text, "lead"),
             Table(["configuration", "in the study", "confirmed (mean ± sd)", "seeds"], rows),

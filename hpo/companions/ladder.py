@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial
 
 from hpo.analysis.budget_ladder import CurvePoint, Ladder, copy_floor_text, curve_point, ladder_rows, ladder_summary
 from hpo.analysis.budget_ladder import rung as ladder_rung
+from hpo.analysis.confirmation import NOT_RANKED
 from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.record import LADDER, LADDER_BY, StudyRecord, TrialRecord
 from hpo.analysis.stopping import Point, forecast, stop_verdict
@@ -138,7 +139,7 @@ class LadderReading:
         rows = [[label, value, *cells] for label, value, cells in ladder_rows(ladder)]
         lines = [table(rows, header), ""]
         for r in ladder.rungs:
-            rho = rho_text(r.rank_correlation, "n/a (< 3 configurations)")
+            rho = rho_text(r.rank_correlation, NOT_RANKED)
             lines.append(f"{r.multiple:>3}×: rank correlation with the study's order {rho}; {r.text}")
         lines.append(ladder.summary)
         if ladder.floor:
@@ -173,7 +174,7 @@ class LadderReading:
         header = ["configuration", "in the study", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)]
         rows = [[label, f"{value:.4g}", *cells] for label, value, cells in ladder_rows(ladder)]
         per_rung = [
-            f"{r.multiple}×: rank correlation {rho_text(r.rank_correlation, 'n/a (fewer than 3)')}; {r.text}"
+            f"{r.multiple}×: rank correlation {rho_text(r.rank_correlation, NOT_RANKED)}; {r.text}"
             for r in ladder.rungs
         ]
         stops = [

@@ -90,17 +90,19 @@ def test_sigterm_fails_the_running_trial_for_retry_and_exits_cleanly(pg_url: str
     assert study.get_trials()[1].state == TrialState.COMPLETE
 
 
-def test_obviously_bad_learning_rate_gets_pruned(pg_url: str, tmp_path: Path) -> None:
-    good = {"batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "ddim_steps": 4}
+def test_a_learning_rate_too_small_to_learn_is_pruned_by_the_median(pg_url: str, tmp_path: Path) -> None:
+    """lr 1e-7 learns nothing in 1.6 kimg and finite: its validation lags the three baselines' median at
+    an evaluation point, and the median pruner (not the NaN or divergence guards) stops it there."""
+    good = {"batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "steps": 4}
     spec = write_spec(
         tmp_path,
         study={"name": "badlr", "n_trials": 4},
         train={"kimg": 1.6, "num_evals": 4, "grad_clip": 0.0},
         search={
             **{k: v for k, v in load_spec(write_spec(tmp_path, "base.yaml")).to_dict()["search"].items()},
-            "lr": {"type": "float", "low": 1e-4, "high": 10.0, "log": True},
+            "lr": {"type": "float", "low": 1e-7, "high": 1e-2, "log": True},
         },
-        baselines=[{**good, "lr": 1e-3}, {**good, "lr": 2e-3}, {**good, "lr": 1.5e-3}, {**good, "lr": 8.0}],
+        baselines=[{**good, "lr": 1e-3}, {**good, "lr": 2e-3}, {**good, "lr": 1.5e-3}, {**good, "lr": 1e-7}],
         pruner={"name": "median", "startup_trials": 3, "warmup_evals": 0},
     )
     study = launch(spec, pg_url, tmp_path)
@@ -108,7 +110,7 @@ def test_obviously_bad_learning_rate_gets_pruned(pg_url: str, tmp_path: Path) ->
     trials = study.get_trials()
     assert [t.state for t in trials[:3]] == [TrialState.COMPLETE] * 3
     assert trials[3].state == TrialState.PRUNED
-    assert trials[3].user_attrs["fail_reason"] in ("pruned_by_median", "nan_loss", "diverged")
+    assert trials[3].user_attrs["fail_reason"] == "pruned_by_median", trials[3].user_attrs
     assert trials[3].user_attrs["stopped_at_kimg"] < 1.6
     checkpoints = tmp_path / "artifacts" / "checkpoints" / "badlr"
     assert not list(checkpoints.glob("*.pt"))  # finished and pruned trials keep only their artifacts
@@ -160,7 +162,7 @@ def test_status_lists_trials_and_never_shows_the_password(pg_url: str, tmp_path:
 
 
 def test_create_or_resume_enqueues_baselines_once(pg_url: str, tmp_path: Path) -> None:
-    base = {"lr": 1e-3, "batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "ddim_steps": 4}
+    base = {"lr": 1e-3, "batch_size": 16, "timesteps": 50, "schedule": "linear", "guidance_scale": 1.0, "steps": 4}
     spec = load_spec(write_spec(tmp_path, baselines=[base]))
     storage = open_storage(resolve_url(pg_url))
     _study, created = create_or_resume(spec, storage)
