@@ -22,6 +22,7 @@ from hpo.analysis.record import (
     StudyRecord,
     TrialRecord,
     companion_attrs,
+    worst_copy,
 )
 from hpo.errors import HpoError
 
@@ -192,3 +193,9 @@ def test_a_study_record_reads_its_plan_and_says_which_companion_lacks_one() -> N
     with pytest.raises(HpoError, match="hpo_ladder"):
         record.plan(LADDER)
     assert math.isclose(StudyRecord({"fid_noise": {"sd": 2}}).noise_sd or 0.0, 2.0)
+
+
+def test_the_worse_copy_share_is_read_from_either_space_and_none_when_neither_was_measured() -> None:
+    entry = {"kimg": 1.0, "copy_pixels": 0.02, "copy_pixels_low": 0.01, "copy_features": 0.05}
+    assert worst_copy(entry) == 0.05 and worst_copy(entry, "_low") == 0.01  # features have no interval here
+    assert worst_copy({"copy_features_high": 0.3}, "_high") == 0.3 and worst_copy({"kimg": 1.0}) is None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hpo.analysis.noise import Noise
+from hpo.analysis.record import worst_copy
 
 Space = Literal["pixels", "features"]
 
@@ -67,8 +68,7 @@ def copy_floor_of(floor: Floor | Mapping[str, float] | None) -> float | None:
     space reaches higher): a run's copies count only above it. Takes a floor or its stored dict."""
     if isinstance(floor, Floor):
         return max(floor.copy_pixels.high, floor.copy_features.high)
-    highs = [floor[k] for k in ("copy_pixels_high", "copy_features_high") if k in floor] if floor else []
-    return max(highs) if highs else None
+    return worst_copy(floor, "_high") if floor else None
 
 
 def fidelity_pair(values: Mapping[str, Any]) -> tuple[float, float] | None:
@@ -106,9 +106,8 @@ def eval_point_text(metrics: dict[str, float], metric_name: str) -> str:
     parts = []
     if "score" in metrics:
         parts.append(f"{metric_name} {metrics['score']:.4g}")
-    if "copy_pixels" in metrics:
-        share = max(metrics["copy_pixels"], metrics.get("copy_features", 0.0))
-        high = max(metrics["copy_pixels_high"], metrics.get("copy_features_high", 0.0))
+    share, high = worst_copy(metrics), worst_copy(metrics, "_high")
+    if share is not None and high is not None:
         parts.append(f"copies {100 * share:.1f} % (up to {100 * high:.1f} %)")
     if "gap" in metrics:
         parts.append(f"gap {metrics['gap']:.3f}")

@@ -377,3 +377,13 @@ def named_study(study: optuna.Study) -> optuna.Study:
         warnings.simplefilter("ignore")
         copied.add_trials([named(t) for t in trials])
     return copied
+
+
+COPY_SPACES = ("pixels", "features")  # where a copy share is measured: raw pixels, classifier features
+
+
+def worst_copy(entry: Mapping[str, Any], part: str = "") -> float | None:
+    """The worse (larger) of the pixel and feature copy shares in a stored curve entry or floor:
+    ``part`` "" for the share, "_low" / "_high" for its interval's ends; None when neither was measured."""
+    values = [float(entry[key]) for space in COPY_SPACES if (key := f"copy_{space}{part}") in entry]
+    return max(values) if values else None

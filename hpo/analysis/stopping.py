@@ -21,6 +21,7 @@ import numpy as np
 from scipy.optimize import curve_fit
 
 from hpo.analysis.noise import Noise
+from hpo.analysis.record import worst_copy
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 MIN_POINTS = 3
@@ -51,9 +52,7 @@ def points_from_curve(curve: dict[str, dict[str, float]]) -> list[Point]:
         score = entry.get("score")
         if score is None or not math.isfinite(score):
             continue
-        lows = [entry[k] for k in ("copy_pixels_low", "copy_features_low") if k in entry]
-        shares = [entry[k] for k in ("copy_pixels", "copy_features") if k in entry]
-        out.append(Point(entry["kimg"], score, max(lows) if lows else None, max(shares) if shares else None))
+        out.append(Point(entry["kimg"], score, worst_copy(entry, "_low"), worst_copy(entry)))
     return sorted(out, key=lambda p: p.kimg)
 
 

@@ -22,7 +22,7 @@ from hpo.analysis.budget_ladder import CurvePoint, Ladder, copy_floor_text, curv
 from hpo.analysis.budget_ladder import rung as ladder_rung
 from hpo.analysis.confirmation import NOT_RANKED
 from hpo.analysis.progress import copy_floor_of
-from hpo.analysis.record import LADDER, LADDER_BY, StudyRecord, TrialRecord
+from hpo.analysis.record import LADDER, LADDER_BY, StudyRecord, TrialRecord, worst_copy
 from hpo.analysis.stopping import Point, forecast, stop_verdict
 from hpo.analysis.tables import table
 from hpo.companions import confirm
@@ -89,10 +89,9 @@ def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[flo
         if record.source_trial != number:
             continue
         for entry in record.curve.values():
-            if "copy_pixels_low" not in entry:
+            low, share = worst_copy(entry, "_low"), worst_copy(entry)
+            if low is None or share is None:
                 continue
-            low = max(entry["copy_pixels_low"], entry.get("copy_features_low", 0.0))
-            share = max(entry["copy_pixels"], entry.get("copy_features", 0.0))
             key = round(float(entry["kimg"]), 6)
             old = out.get(key, (0.0, 0.0))
             out[key] = (max(old[0], low), max(old[1], share))
