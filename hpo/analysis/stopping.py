@@ -14,8 +14,8 @@ import itertools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 import numpy as np
 from scipy.optimize import curve_fit
@@ -43,6 +43,10 @@ class StopVerdict:
     text: str
     since_kimg: float | None = None  # plateau or copying: from when
     per_doubling: float | None = None  # score change per doubling of the budget (negative = better)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, one key per field (``status --json``, ``summary.json``, the ladder's record)."""
+        return asdict(self)
 
 
 def points_from_curve(curve: dict[str, dict[str, float]]) -> list[Point]:

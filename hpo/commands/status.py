@@ -99,7 +99,7 @@ class TrialRow:
             "best_sampling": self.sampling.as_dict() if self.sampling is not None else None,
             "precision": self.fidelity[0] if self.fidelity else None,
             "recall": self.fidelity[1] if self.fidelity else None,
-            "stop": {"kind": stop.kind, "since_kimg": stop.since_kimg, "text": stop.text} if stop else None,
+            "stop": stop.as_dict() if stop else None,
             "hardware": self.hardware.as_dict() if self.hardware is not None else None,
             "ran_on": self.ran_on.as_dict() if self.ran_on is not None else None,
             "reason": self.reason,

@@ -235,7 +235,7 @@ def _train_and_score(
     _save_weights(scored, out / BEST_WEIGHTS)
     runs.on_result(scored.tracker_metrics(probe.floor.score), {}, scored.result.steps)
     runs.close()
-    stop = {"kind": verdict.kind, "text": verdict.text, "since_kimg": verdict.since_kimg}
+    stop = verdict.as_dict()
     return TrainRecord(
         scored.record(combos), metric, scored.best.score, [s.to_dict() for s in scored.sweep.scores], progress.curve,
         watch.as_dict(), noise, probe.floor.as_dict(), stop, str(grid), str(out / "tensorboard"),

@@ -162,7 +162,7 @@ class LadderReading:
         ]  # fmt: skip
         return {
             "finished": ladder.finished, "expected": ladder.expected, "rungs": rungs, "verdict": ladder.summary,
-            "stops": {n: {"kind": s.kind, "since_kimg": s.since_kimg, "text": s.text} for n, s in ladder.stops.items()},
+            "stops": {n: s.as_dict() for n, s in ladder.stops.items()},
             "forecasts": {n: {"target_kimg": f.target_kimg, "value": f.value, "low": f.low, "high": f.high,
                               "text": f.text} for n, f in ladder.forecasts.items()},
             "floor": ladder.floor,
