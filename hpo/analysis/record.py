@@ -116,7 +116,7 @@ def last_entry(curve: dict[str, dict[str, float]]) -> dict[str, float] | None:
     return curve[max(curve, key=int)] if curve else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainRecord:
     """``hpo train``'s summary.json: the run's record under the keys a trial stores the same things
     under (its sweep, curve, watched combination, noise, floor and sample grid), plus what only a

@@ -5,7 +5,7 @@ at each guidance scale."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from hpo.spec.counts import pca_dims
@@ -24,6 +24,7 @@ class ComboScore:
     kid: float
     class_accuracy: float | None
     seconds: float
+    _: KW_ONLY  # what later versions added: by name
     precision: float | None = None  # fidelity: share of samples inside the real images' manifold
     recall: float | None = None  # diversity: share of real images inside the samples' manifold
     rank_deficient: bool = False  # fewer samples than feature dimensions: this FID is biased by spread
@@ -71,12 +72,12 @@ class ComboScore:
             float(d["kid"]),
             None if accuracy is None else float(accuracy),
             float(d.get("seconds", 0.0)),
-            None if precision is None else float(precision),
-            None if recall is None else float(recall),
-            bool(d.get("rank_deficient", False)),
-            stored_ranking(d.get("ranked_by")),
-            None if d.get("pca_fid") is None else float(d["pca_fid"]),
-            None if d.get("nfe") is None else int(d["nfe"]),
+            precision=None if precision is None else float(precision),
+            recall=None if recall is None else float(recall),
+            rank_deficient=bool(d.get("rank_deficient", False)),
+            ranked_by=stored_ranking(d.get("ranked_by")),
+            pca_fid=None if d.get("pca_fid") is None else float(d["pca_fid"]),
+            nfe=None if d.get("nfe") is None else int(d["nfe"]),
         )
 
 

@@ -48,7 +48,7 @@ def progress_line(p: Progress, metric: str = "FID", best: str | None = None) -> 
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialRow:
     """One attempt as ``hpo status`` shows it: the table's row and ``--json``'s object both read it."""
 
@@ -59,7 +59,7 @@ class TrialRow:
     val_last: float | None  # the validation metric at the last evaluation point reached
     gap_last: float | None  # the generalisation gap there
     params: dict[str, Any]
-    sampling: SamplingConfig | None  # the best guidance / DDIM-step combination of the sweep
+    sampling: SamplingConfig | None  # the best combination of the sweep (guidance, steps, ...)
     fidelity: tuple[float, float] | None  # (precision, recall)
     stop: StopVerdict | None  # where evaluation points were scored (budget ladders)
     hardware: HardwareSummary | None
@@ -70,10 +70,12 @@ class TrialRow:
     def of(cls, t: FrozenTrial, retried: dict[int, int], noise: float | None, copy_floor: float | None) -> TrialRow:
         record = TrialRecord.current(t)
         return cls(
-            t.number, t.state.name, retried.get(t.number), t.value if t.state == TrialState.COMPLETE else None,
-            record.last_point(PRUNING_METRIC), record.last_point("gap"), current_names(t.params), record.sampling,
-            fidelity_pair(record.fidelity), _stop(record, noise, copy_floor), hardware_of(record.hardware),
-            Placement.from_dict(TrialRecord.of(t).ran_on), fail_reason(t),
+            number=t.number, state=t.state.name, retried_as=retried.get(t.number),
+            value=t.value if t.state == TrialState.COMPLETE else None,
+            val_last=record.last_point(PRUNING_METRIC), gap_last=record.last_point("gap"),
+            params=current_names(t.params), sampling=record.sampling, fidelity=fidelity_pair(record.fidelity),
+            stop=_stop(record, noise, copy_floor), hardware=hardware_of(record.hardware),
+            ran_on=Placement.from_dict(TrialRecord.of(t).ran_on), reason=fail_reason(t),
         )  # fmt: skip
 
     @property

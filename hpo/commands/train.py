@@ -237,8 +237,9 @@ def _train_and_score(
     runs.close()
     stop = verdict.as_dict()
     return TrainRecord(
-        scored.record(combos), metric, scored.best.score, [s.to_dict() for s in scored.sweep.scores], progress.curve,
-        watch.as_dict(), noise, probe.floor.as_dict(), stop, str(grid), str(out / "tensorboard"),
+        run=scored.record(combos), metric_name=metric, value=scored.best.score,
+        sweep=[s.to_dict() for s in scored.sweep.scores], curve=progress.curve, watch_sampling=watch.as_dict(),
+        noise_sd=noise, floor=probe.floor.as_dict(), stop=stop, samples=str(grid), tensorboard=str(out / "tensorboard"),
     ).as_attrs()  # fmt: skip
 
 

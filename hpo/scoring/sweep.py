@@ -71,7 +71,8 @@ def run_sweep(
         nfe = network_evaluations(combo, model.schedule, conditional=labels is not None)
         entry = ComboScore(
             combo, stage, s.num_samples, s.fid, s.kid, s.class_accuracy, s.sampling_seconds + s.feature_seconds,
-            s.precision, s.recall, s.rank_deficient, by, s.pca_fid, nfe,
+            precision=s.precision, recall=s.recall, rank_deficient=s.rank_deficient, ranked_by=by, pca_fid=s.pca_fid,
+            nfe=nfe,
         )  # fmt: skip
         result.scores.append(entry)
         log.info(
