@@ -35,7 +35,6 @@ MAX_COMBINATIONS = 256
 # screen's best 1 picked a combination more than 2 sd of a difference (floor 2 %) worse than truth's
 # best on 4, its best 3 on 1 (photos-7, 8.7 % worse; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
-RENAMED = {"ddim_steps": "steps"}  # a setting's former name → its name: still read (specs, stored combinations)
 # A screen is planned only where it saves at least this share of the sweep's network evaluations in the
 # worst case: with its finalists completed, on grids of a dozen combinations it saves nothing there, and
 # a screen can only lose the best combination, never find a better one (docs/screening.md).
