@@ -134,3 +134,33 @@ def test_read_commands_import_no_torch() -> None:
 
 def test_the_torch_check_finds_torch_where_it_is_imported() -> None:
     assert {"torch", "hpo.training"} <= set(heavy_modules_after_import(["hpo.training.data"]))
+
+
+def table_layers(row: str) -> tuple[list[str], str]:
+    """A docs/architecture.md table row → (the layers it is about, its "may import" cell)."""
+    cells = [c.strip() for c in row.strip().strip("|").split("|")]
+    names = re.findall(r"`hpo/(\w+)(?:/|\.py)`", cells[0])
+    return names, cells[-1]
+
+
+def test_the_architecture_table_says_what_each_layer_may_import() -> None:
+    """docs/architecture.md's "may import" column against ``BELOW``: ``X`` names a layer, "``X`` and below"
+    adds what X may import, "every row above" every layer in the rows above it; errors and files are
+    everyone's."""
+    rows = [line for line in (ROOT.parent / "docs" / "architecture.md").read_text().splitlines()
+            if line.startswith("| `hpo/")]  # fmt: skip
+    common, above, wrong = {"errors", "files"}, set[str](), list[str]()
+    for row in rows:
+        names, cell = table_layers(row)
+        said = set(re.findall(r"`(\w+)`", cell.split(";")[0]))
+        for name in re.findall(r"`(\w+)` and below", cell):
+            said |= BELOW[name]
+        if "every row above" in cell:
+            said |= above
+        for name in (n for n in names if n in BELOW and n not in common):
+            if said | common != BELOW[name] | common:
+                wrong.append(
+                    f"{name}: the table says {sorted(said - common)}, the imports allow {sorted(BELOW[name] - common)}"
+                )
+        above |= set(names)
+    assert not wrong, wrong
