@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from hpo.analysis.seeds import within_two_standard_errors
+from hpo.analysis.noise import Noise
+from hpo.analysis.seeds import SeedStats, within_two_standard_errors
 from hpo.analysis.transfer import LrMean, TransferRun, optimum, transfer
 
 WIDTHS = (8, 16, 32, 64)
@@ -81,3 +82,11 @@ def test_the_tie_rule_is_twice_the_standard_error_of_the_difference() -> None:
     assert within_two_standard_errors(a, b)
     assert not within_two_standard_errors(a, LrMean(2e-3, 10.9, 0.3, 2))
     assert not within_two_standard_errors(a, LrMean(2e-3, math.inf, 0.0, 2))
+    assert Noise(0.3, 4).within_tie_margin(10.0, 10.8) and not Noise(0.3, 4).within_tie_margin(10.0, 10.9)  # 2·√2·0.3
+
+
+def test_mean_and_sd_over_seeds_is_one_estimate_with_its_edges() -> None:
+    assert math.isnan(SeedStats.of([]).mean) and SeedStats.of([]).standard_error == math.inf
+    assert SeedStats.of([4.0]) == SeedStats(4.0, 0.0, 1) and SeedStats.of([4.0]).standard_error == 0.0
+    two = SeedStats.of([1.0, 3.0])
+    assert (two.mean, two.sd, two.standard_error) == (2.0, math.sqrt(2), 1.0)

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from hpo.analysis.confirmation import Confirmed, rank_correlation, reading, rung_state
 from hpo.analysis.progress import copy_floor_of
+from hpo.analysis.seeds import SeedStats
 from hpo.analysis.stopping import Forecast, StopVerdict
 
 
@@ -92,6 +93,5 @@ def ladder_summary(rungs: list[Rung]) -> str:
 
 def curve_point(seeds: list[tuple[float, float]]) -> CurvePoint:
     """(kimg, score) of each seed at one evaluation point → their mean point."""
-    scores = [score for _, score in seeds]
-    spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
-    return CurvePoint(statistics.fmean(k for k, _ in seeds), statistics.fmean(scores), spread, len(scores))
+    stats = SeedStats.of([score for _, score in seeds])
+    return CurvePoint(statistics.fmean(k for k, _ in seeds), stats.mean, stats.sd, stats.seeds)

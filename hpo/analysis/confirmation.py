@@ -8,13 +8,11 @@ budget ladder and each width of the width ladder.
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass
 
 from scipy.stats import spearmanr
 
-from hpo.analysis.seeds import within_two_standard_errors
+from hpo.analysis.seeds import SeedStats, within_two_standard_errors
 
 MIN_RANKED = 3  # configurations scored before a rank correlation is given
 NOT_RANKED = f"n/a (fewer than {MIN_RANKED} configurations scored)"  # what stands in for it below that
@@ -28,17 +26,21 @@ class Confirmed:
     values: list[float]  # the score of each finished seed
 
     @property
+    def stats(self) -> SeedStats:
+        return SeedStats.of(self.values)
+
+    @property
     def mean(self) -> float:
-        return statistics.fmean(self.values) if self.values else math.nan
+        return self.stats.mean
 
     @property
     def spread(self) -> float:
         """Standard deviation over seeds (0 with one seed)."""
-        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+        return self.stats.sd
 
     @property
     def standard_error(self) -> float:
-        return self.spread / math.sqrt(len(self.values)) if self.values else math.inf
+        return self.stats.standard_error
 
     @property
     def label(self) -> str:

@@ -5,6 +5,9 @@ transfer)."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -14,6 +17,26 @@ class SeedMean(Protocol):
 
     @property
     def standard_error(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class SeedStats:
+    """Mean ± sd of one score over training seeds: the one estimate the confirmation, the budget
+    ladder's curve and the width transfer each build their rows from."""
+
+    mean: float  # NaN with no seed
+    sd: float  # over seeds: the sample standard deviation, 0 with one seed
+    seeds: int
+
+    @property
+    def standard_error(self) -> float:
+        """Of the mean: sd / √seeds (infinite with no seed)."""
+        return self.sd / math.sqrt(self.seeds) if self.seeds else math.inf
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> SeedStats:
+        mean = statistics.fmean(values) if values else math.nan
+        return cls(mean, statistics.stdev(values) if len(values) > 1 else 0.0, len(values))
 
 
 TIE_SDS = 2.0  # two values are tied when they differ by less than this many sd of their difference

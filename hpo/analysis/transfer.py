@@ -12,14 +12,13 @@ should hold (Yang et al. 2022, "Tensor Programs V").
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from hpo.analysis.seeds import within_two_standard_errors
+from hpo.analysis.seeds import SeedStats, within_two_standard_errors
 
 
 @dataclass(frozen=True)
@@ -81,9 +80,11 @@ def lr_means(runs: Sequence[TransferRun]) -> tuple[LrMean, ...]:
         by_lr[run.lr].append(run.score if math.isfinite(run.score) else math.inf)
     out = []
     for lr, scores in sorted(by_lr.items()):
-        finite = all(math.isfinite(s) for s in scores)
-        se = statistics.stdev(scores) / math.sqrt(len(scores)) if finite and len(scores) > 1 else 0.0
-        out.append(LrMean(lr, statistics.fmean(scores) if finite else math.inf, se, len(scores)))
+        if all(math.isfinite(s) for s in scores):
+            stats = SeedStats.of(scores)
+            out.append(LrMean(lr, stats.mean, stats.standard_error, stats.seeds))
+        else:  # a diverged seed: the learning rate is out, whatever the others scored
+            out.append(LrMean(lr, math.inf, 0.0, len(scores)))
     return tuple(out)
 
 
