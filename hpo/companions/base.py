@@ -5,7 +5,7 @@ the reading and creation steps they share."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,11 +15,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.confirmation import Confirmed
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import StudyRecord, TrialRecord
+from hpo.analysis.record import SOURCE_STUDY_ATTR, StudyRecord, TrialRecord
 from hpo.companions.blocks import Block
 from hpo.errors import HpoError
-from hpo.service.study import require_spec
+from hpo.service.study import create_or_resume, require_spec
 from hpo.service.trials import own_trials
+from hpo.spec.spec import spec_from_dict
 
 SEED_BASE = 1000  # confirmation seeds 1001, 1002, ...: never the study's own seed
 
@@ -125,6 +126,37 @@ def companion_raw(
     raw["search"].update({k: {"type": "categorical", "choices": v} for k, v in search.items()})
     raw.update(pruner={"name": "none"}, sampler={"name": "random", "seed": 0}, baselines=[])
     return raw
+
+
+Run = tuple[dict[str, Any], dict[str, Any]]  # one enqueued trial: its parameters and its user attributes
+
+
+def create_companion(
+    study: optuna.Study,
+    storage: RDBStorage,
+    *,
+    name: str,
+    what: str,
+    n_trials: int,
+    train: dict[str, object],
+    search: dict[str, list[Any]],
+    attrs: dict[str, Any],
+    runs: Iterable[Run],
+    pointer: str,
+) -> optuna.Study:
+    """The one way a companion is made: the source's spec as the companion's (:func:`companion_raw`),
+    created with ``attrs`` and every run in ``runs`` enqueued, or the existing one resumed (``runs``
+    is then never read); the source's ``pointer`` attribute names it. ``what`` names it in errors."""
+    raw = companion_raw(study, name, n_trials=n_trials, train=train, search=search)
+    companion, created = create_or_resume(spec_from_dict(raw, file=f"{what} of {study.study_name}"), storage)
+    if created:
+        companion.set_user_attr(SOURCE_STUDY_ATTR, study.study_name)
+        for key, value in attrs.items():
+            companion.set_user_attr(key, value)
+        for params, user_attrs in runs:
+            companion.enqueue_trial(params, user_attrs=user_attrs)
+    study.set_user_attr(pointer, name)
+    return companion
 
 
 def final_value(t: FrozenTrial) -> float | None:

@@ -16,21 +16,20 @@ import optuna
 from optuna.storages import RDBStorage
 
 from hpo.analysis.confirmation import NOT_RANKED, Confirmed, Verdict, confirmation_verdict
-from hpo.analysis.record import CONFIRMED_BY, SOURCE_STUDY_ATTR, StudyRecord, companion_attrs
+from hpo.analysis.record import CONFIRMED_BY, StudyRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.companions.base import (
     Request,
     companion_name,
-    companion_raw,
     confirmed_results,
+    create_companion,
     finished_count,
     pick_configurations,
     seed_choices,
 )
 from hpo.companions.blocks import Block, NextStep, Paragraph, Table
-from hpo.service.study import create_or_resume, require_spec
+from hpo.service.study import require_spec
 from hpo.spec.params import candidates
-from hpo.spec.spec import spec_from_dict
 
 
 def create(
@@ -48,18 +47,15 @@ def create(
     budget ladder is the same study trained longer (:mod:`hpo.companions.ladder`)."""
     configs = pick_configurations(study, request.top)
     seed_values = seed_choices(request.seeds)
-    raw = companion_raw(study, name, n_trials=len(configs) * request.seeds, train=train, search={"seed": seed_values})
-    companion, created = create_or_resume(spec_from_dict(raw, file=f"confirmation of {study.study_name}"), storage)
-    if created:
-        companion.set_user_attr(SOURCE_STUDY_ATTR, study.study_name)
-        for key, value in (attrs or {}).items():
-            companion.set_user_attr(key, value)
-        for trial in configs:
-            params = {k: v for k, v in trial.params.items() if k != "kimg"}
-            for seed in seed_values:
-                companion.enqueue_trial({**params, "seed": seed}, user_attrs=companion_attrs(trial, watch=True))
-    study.set_user_attr(pointer, name)
-    return companion
+    runs = (
+        ({**{k: v for k, v in trial.params.items() if k != "kimg"}, "seed": seed}, companion_attrs(trial, watch=True))
+        for trial in configs
+        for seed in seed_values
+    )
+    return create_companion(
+        study, storage, name=name, what="confirmation", n_trials=len(configs) * request.seeds, train=train,
+        search={"seed": seed_values}, attrs=attrs or {}, runs=runs, pointer=pointer,
+    )  # fmt: skip
 
 
 def verdict(source: optuna.Study, companion: optuna.Study) -> Verdict:

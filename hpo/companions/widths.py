@@ -18,14 +18,14 @@ import plotly.graph_objects as go
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import SOURCE_STUDY_ATTR, WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
+from hpo.analysis.record import WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.analysis.transfer import TransferRun
 from hpo.analysis.width_ladder import ConfigTransfer, WidthLadder, width_ladder
 from hpo.companions.base import (
     Request,
     companion_name,
-    companion_raw,
+    create_companion,
     finished_count,
     head_row,
     pick_configurations,
@@ -33,9 +33,8 @@ from hpo.companions.base import (
 )
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.errors import HpoError
-from hpo.service.study import create_or_resume, require_spec
+from hpo.service.study import require_spec
 from hpo.spec.params import candidates
-from hpo.spec.spec import spec_from_dict
 
 LR_STEP = 2.0  # neighbouring learning rates of the grid differ by this factor
 MIN_LRS = 3  # a parabola needs three points; fewer cannot place an optimum
@@ -84,22 +83,22 @@ def create(
     name = companion_name(study.study_name, WIDTHS_KIND.name)
     n_trials = len(configs) * len(factors) * lrs * seeds
     search: dict[str, list[Any]] = {"seed": seed_values, "base_channels": all_widths, "lr": all_lrs}
-    raw = companion_raw(study, name, n_trials=n_trials, train={}, search=search)
-    companion, created = create_or_resume(spec_from_dict(raw, file=f"width ladder of {study.study_name}"), storage)
-    if created:
-        companion.set_user_attr(SOURCE_STUDY_ATTR, study.study_name)
-        companion.set_user_attr(WIDTHS, {"factors": factors, "lrs": lrs})
-        for trial, widths, grid in plans:
-            params = {k: v for k, v in trial.params.items() if k not in ("kimg", "lr", "base_channels")}
-            attrs = companion_attrs(trial, watch=False)
-            for width in widths:
-                for lr in grid:
-                    for seed in seed_values:
-                        companion.enqueue_trial(
-                            {**params, "base_channels": width, "lr": lr, "seed": seed}, user_attrs=attrs
-                        )
-    study.set_user_attr(WIDTHS_BY, name)
-    return companion
+    runs = (
+        ({**kept(trial), "base_channels": width, "lr": lr, "seed": seed}, companion_attrs(trial, watch=False))
+        for trial, widths, grid in plans
+        for width in widths
+        for lr in grid
+        for seed in seed_values
+    )
+    return create_companion(
+        study, storage, name=name, what="width ladder", n_trials=n_trials, train={}, search=search,
+        attrs={WIDTHS: {"factors": factors, "lrs": lrs}}, runs=runs, pointer=WIDTHS_BY,
+    )  # fmt: skip
+
+
+def kept(trial: FrozenTrial) -> dict[str, Any]:
+    """A configuration's parameters that every run of its width ladder keeps (not its budget, lr, width)."""
+    return {k: v for k, v in trial.params.items() if k not in ("kimg", "lr", "base_channels")}
 
 
 def run_score(t: FrozenTrial) -> float | None:
