@@ -106,3 +106,16 @@ def test_bad_budgets_are_one_line_naming_the_fix(text: str) -> None:
     with pytest.raises(HpoError, match=r"expected whole multiples of the study's budget from 1 to 64, e\.g\. 1,4,16"):
         parse_budgets(text)
     assert parse_budgets("16,1,4,4") == [1, 4, 16]
+
+
+def test_the_request_names_its_kind_from_its_flags_and_the_registry_finds_it() -> None:
+    from hpo.companions import KINDS, kind_for
+    from hpo.companions.base import Request
+
+    for request, name in (
+        (Request(), "confirm"),
+        (Request(budgets=[1, 4]), "ladder"),
+        (Request(widths=[2.0]), "widths"),
+    ):
+        assert request.kind == name and kind_for(request).name == name
+    assert {k.name for k in KINDS} == {"confirm", "ladder", "widths"}

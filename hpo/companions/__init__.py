@@ -4,7 +4,8 @@ verdict. One protocol (:class:`~hpo.companions.base.Kind`), one module per kind,
 below that ``hpo confirm``, ``hpo status`` and the report iterate.
 
 Adding a kind: a module with a ``Kind`` object (create, read into a ``Reading``: text, JSON and the
-report's blocks) and its pure verdict in ``hpo.analysis``, then one line in :data:`KINDS`.
+report's blocks) and its pure verdict in ``hpo.analysis``, then one line in :data:`KINDS` and its flag in
+:attr:`~hpo.companions.base.Request.kind`.
 
 May import: ``hpo.service``, ``hpo.analysis``, ``hpo.spec``, ``hpo.diffusion`` (to size a width),
 ``hpo.training``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.errors``, ``hpo.files``. Never
@@ -22,8 +23,8 @@ KINDS: tuple[Kind, ...] = (CONFIRM, LADDER_KIND, WIDTHS_KIND)  # in the report's
 
 
 def kind_for(request: Request) -> Kind:
-    """The one kind these flags create."""
-    wanted = [k for k in KINDS if k.wanted(request)]
-    if len(wanted) != 1:
-        raise ValueError(f"flags {request} ask for {[k.name for k in wanted]}: exactly one kind expected")
-    return wanted[0]
+    """The kind the request names (:attr:`Request.kind`)."""
+    by_name = {k.name: k for k in KINDS}
+    if request.kind not in by_name:
+        raise ValueError(f"request {request} names kind {request.kind!r}; registered: {', '.join(by_name)}")
+    return by_name[request.kind]

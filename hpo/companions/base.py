@@ -36,6 +36,14 @@ class Request:
     widths: list[float] | None = None  # a width ladder: multiples of the base channels
     lrs: int = 5  # a width ladder's learning rates per width
 
+    @property
+    def kind(self) -> str:
+        """The companion these flags ask for, by its ``Kind.name``: a budget ladder with budgets, a width
+        ladder with widths, else fresh seeds (the one place a new kind's flag is read)."""
+        if self.budgets is not None:
+            return "ladder"
+        return "widths" if self.widths is not None else "confirm"
+
 
 class Reading(Protocol):
     """A companion read back: the verdict as text (``hpo confirm``), as JSON (``--json``) and as the
@@ -64,10 +72,6 @@ class Kind(Protocol):
     @property
     def heading(self) -> str:
         """The report section's title."""
-        ...
-
-    def wanted(self, request: Request) -> bool:
-        """Does ``hpo confirm`` with these flags create this kind."""
         ...
 
     def create(self, source: optuna.Study, storage: RDBStorage, request: Request) -> optuna.Study:

@@ -129,9 +129,6 @@ class ConfirmKind:
     pointer: str = CONFIRMED_BY
     heading: str = "Confirmed at full length?"
 
-    def wanted(self, request: Request) -> bool:
-        return request.budgets is None and request.widths is None
-
     def create(self, source: optuna.Study, storage: RDBStorage, request: Request) -> optuna.Study:
         kimg = request.kimg if request.kimg is not None else require_spec(source).train.kimg
         name = companion_name(source.study_name, self.name)

@@ -208,9 +208,6 @@ class LadderKind:
     pointer: str = LADDER_BY
     heading: str = "Is it still learning at longer budgets?"
 
-    def wanted(self, request: Request) -> bool:
-        return request.budgets is not None
-
     def create(self, source: optuna.Study, storage: RDBStorage, request: Request) -> optuna.Study:
         """Each trial trains once to the largest multiple of the study's budget and is scored at every
         multiple on the way: one evaluation point per multiple of the budget."""

@@ -232,9 +232,6 @@ class WidthsKind:
     pointer: str = WIDTHS_BY
     heading: str = "Does the learning rate hold on a wider network?"
 
-    def wanted(self, request: Request) -> bool:
-        return request.widths is not None
-
     def create(self, source: optuna.Study, storage: RDBStorage, request: Request) -> optuna.Study:
         if request.widths is None:
             raise ValueError("a width ladder needs widths")
