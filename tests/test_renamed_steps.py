@@ -97,3 +97,26 @@ def test_a_study_stored_before_the_rename_reads_the_same_in_status_and_report(tm
     assert readings(old, old_url, before / "report.html") == after
     assert '"steps"' in after[1] and "ddim_steps" not in after[1]  # the JSON says the new name
     assert "classifier-FID against steps" in after[3]  # the searched steps' chart, from either name
+
+
+def test_narrow_reads_a_stored_ddim_steps_as_the_searched_steps(tmp_path: Path) -> None:
+    """``hpo narrow`` on a study stored before the rename proposes what it proposes for the same study now
+    (before: "steps: kept, no complete trial drew it", the trials holding ``ddim_steps``)."""
+    from hpo.analysis.narrow import narrow
+    from hpo.service.study import require_spec
+
+    now, before = tmp_path / "now", tmp_path / "before"
+    now.mkdir()
+    study = quickstart_sized(now)
+    for steps, value in ((2, 8.0), (6, 6.5), (4, 4.0)):
+        dist = IntDistribution(2, 6, step=2)
+        study.add_trial(optuna.create_trial(params={"steps": steps}, distributions={"steps": dist}, value=value))
+    before.mkdir()
+    with sqlite3.connect(now / "hpo.db") as src, sqlite3.connect(before / "hpo.db") as dst:
+        src.backup(dst)
+    as_stored_before_the_rename(before / "hpo.db")
+    old = optuna.load_study(study_name=study.study_name, storage=open_storage(f"sqlite:///{before / 'hpo.db'}"))
+    changes = narrow(require_spec(study), study.get_trials(), "classifier-FID")
+    searched = next(c for c in changes if c.name == "steps")
+    assert searched.evidence != "no complete trial drew it"
+    assert narrow(require_spec(old), old.get_trials(), "classifier-FID") == changes

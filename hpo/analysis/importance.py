@@ -20,7 +20,7 @@ from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvalu
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.record import PRUNING_METRIC, TrialRecord, named
-from hpo.spec.sampling import SAMPLING_PARAMS
+from hpo.spec.sampling import SAMPLING_FIELDS
 
 MIN_TRIALS = 10  # below this, importances are a hint, not a ranking
 BOOTSTRAP_ROUNDS = 50
@@ -222,6 +222,6 @@ def study_importances(trials: Sequence[FrozenTrial], metric: str) -> tuple[Impor
         [t for t in trials if t.state.is_finished()],
         validation_target(index),
         label=f"the validation metric ({PRUNING_METRIC}) at evaluation point {index}",
-        exclude=SAMPLING_PARAMS,
+        exclude=SAMPLING_FIELDS,
     )
     return score, val

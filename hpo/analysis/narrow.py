@@ -20,10 +20,10 @@ from optuna.trial import FrozenTrial
 
 from hpo.analysis.importance import Importances, common_eval_point, importances, score_target, validation_target
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import PRUNING_METRIC
+from hpo.analysis.record import PRUNING_METRIC, named
 from hpo.errors import HpoError
 from hpo.spec.loading import set_fixed
-from hpo.spec.sampling import SAMPLING_PARAMS
+from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec
 
 MATTERS = 0.15  # an upper 80 % bound of fANOVA importance below this: the parameter did not matter
@@ -43,6 +43,7 @@ def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Chang
     """The changes, read from the score's importances; with fewer than 3 complete trials (most pruned),
     from the validation metric at the latest evaluation point every finished trial reached, which the
     pruned trials measured too. Each change's evidence names which."""
+    trials = [named(t) for t in trials]  # a parameter stored under a former name (ddim_steps) as its name
     done = best_first(trials)
     imp, ranked, on_validation = importances(trials, score_target, label=metric), done, False
     if not imp.fanova:
@@ -56,7 +57,7 @@ def narrow(spec: Spec, trials: Sequence[FrozenTrial], metric: str) -> list[Chang
         if name not in best.params:
             changes.append(Change(name, "kept", "no complete trial drew it", search=body))
             continue
-        if on_validation and name in SAMPLING_PARAMS:
+        if on_validation and name in SAMPLING_FIELDS:
             why = f"{imp.target} does not depend on sampling settings, and too few trials are complete to rank them"
             changes.append(Change(name, "kept", why, search=body))
             continue
@@ -80,7 +81,7 @@ def validation_evidence(trials: Sequence[FrozenTrial], score: Importances) -> tu
     if index is not None:
         target = validation_target(index)
         label = f"the validation metric ({PRUNING_METRIC}) at evaluation point {index}"
-        imp = importances(finished, target, label=label, exclude=SAMPLING_PARAMS)
+        imp = importances(finished, target, label=label, exclude=SAMPLING_FIELDS)
         if imp.fanova:
             ranked = sorted((t for t in finished if target(t) is not None), key=lambda t: target(t) or 0.0)
             return imp, ranked

@@ -162,7 +162,6 @@ def current_names(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingConfig))
-SAMPLING_PARAMS = (*SAMPLING_FIELDS, *RENAMED)  # a trial's sampling parameters under either name (stored studies)
 SWEEP_KEYS = (*SAMPLING_FIELDS, "screen_samples", "rescore_top", "screen_by")
 
 
