@@ -29,7 +29,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import CARRIED_ATTR, WARM_START_ATTR
+from hpo.analysis.record import CARRIED_ATTR, WARM_START_ATTR, named
 from hpo.errors import ConfigError, HpoError
 from hpo.service.space import distributions
 from hpo.service.study import enqueue_baseline
@@ -163,7 +163,8 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
     same_points = source_spec.train.num_evals == spec.train.num_evals
     out = Carried(source.study_name, differs=settings_differ(source_spec, spec))
     carried: list[FrozenTrial] = []
-    for t in own_trials(source, (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
+    for stored in own_trials(source, (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
+        t = named(stored)  # a parameter stored under a former name (ddim_steps) as its name
         reason = why_not(t, spec)
         if reason is None:
             try:
