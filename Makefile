@@ -35,10 +35,11 @@ lint: $(TEST_EXTRAS)
 test: lint
 	$(BIN)/python -m pytest -q
 
-# Every tier, as CI runs it: the default tier, then integration/, e2e/ and deploy/ (servers, processes,
-# browsers, full-size networks) on two processes of one torch thread each (a file stays on one
-# process: its shared fixtures are built once), then the containers and Slurm (root).
-test-all: test test-tiers test-crowd test-containers test-slurm
+# Every tier, as CI runs it: the default tier; the containers (root; next, while the disk is emptiest:
+# building the image needs the most free disk of any step); integration/, e2e/ and deploy/ (servers,
+# processes, browsers, full-size networks) on two processes of one torch thread each (a file stays on
+# one process: its shared fixtures are built once); the crowd; Slurm (root).
+test-all: test test-containers test-tiers test-crowd test-slurm
 
 test-tiers: $(TEST_EXTRAS)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --tier integration,e2e,deploy -n 2 --dist loadfile
@@ -49,7 +50,7 @@ CONTAINER_TOOLS = dockerd docker-compose debootstrap
 test-containers: $(TEST_EXTRAS)
 	@for t in $(CONTAINER_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-	  apt-get install -y -q --no-install-recommends docker.io docker-compose debootstrap; fi
+	  apt-get install -y -q --no-install-recommends docker.io docker-compose debootstrap && apt-get clean; fi
 	$(BIN)/python -m pytest -q -s -m containers tests/deploy/test_stack.py
 
 # A job array through a one-node Slurm cluster of the test's own (root; Debian's Slurm 22.05 and munge,
