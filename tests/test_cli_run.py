@@ -207,4 +207,6 @@ def test_the_final_run_warms_up_and_averages_over_its_own_budget_not_the_trials(
     from hpo.commands.run_phases import final_train
 
     planned = Decisions(final_kimg=40.0, final_num_evals=10)
-    assert final_train(planned) == {"kimg": 40.0, "num_evals": 10, "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0}
+    assert final_train(planned) == {
+        "kimg": 40.0, "num_evals": 10, "eval_spacing": "even", "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0,
+    }  # fmt: skip

@@ -61,7 +61,7 @@ def test_durations_print_in_the_two_largest_units() -> None:
     assert [duration(s) for s in (45, 750, 3900)] == ["0m45s", "12m30s", "1h05m"]
 
 
-COSTS = Costs(kimg=12.0, train_s=60.0, sweep_s=20.0, num_evals=4, min_kimg=0.5)
+COSTS = Costs(kimg=12.0, train_s=60.0, sweep_s=20.0, first_point=0.25, min_kimg=0.5)
 
 
 def test_a_budget_below_the_minimum_is_refused_with_the_minimum_named() -> None:

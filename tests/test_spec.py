@@ -50,6 +50,12 @@ INVALID = {
         {"train": {"kimg": 0.05, "num_evals": 4}},
         "train.kimg: budget of 0.05 kimg at batch_size=64 is 1 steps",
     ),
+    "budget too small for doubling evaluation points": (
+        {"train": {"kimg": 0.5, "num_evals": 5, "eval_spacing": "doubling"}},
+        "train.kimg: budget of 0.5 kimg at batch_size=64 is 8 steps, fewer than the 16 that num_evals=5 "
+        "(doubling spacing) needs",
+    ),
+    "unknown evaluation spacing": ({"train": {"eval_spacing": "log"}}, "train.eval_spacing"),
     "unknown section": ({"serach": {}}, "serach: unknown key (did you mean 'search'?)"),
     "schedule shift out of range": (
         {"train": {"schedule_shift": 20}},

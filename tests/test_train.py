@@ -221,6 +221,15 @@ def test_a_deadline_ends_training_when_one_more_interval_as_long_as_the_last_wou
     assert Deadline(at=now + 2, last=now - 3)()  # 2 s left: the next 3 s interval would pass it
 
 
+def test_doubling_evaluation_points_fall_at_halvings_of_the_budget_back_from_its_end(digits8: ImageData) -> None:
+    cfg = tiny_config(kimg=2.048, batch_size=32, num_evals=5, eval_spacing="doubling")
+    seen: list[EvalPoint] = []
+    train(cfg, digits8, on_eval=lambda p, _: seen.append(p))
+    assert cfg.eval_fractions() == (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)
+    assert [p.index for p in seen] == [1, 2, 3, 4, 5]  # the pruners read the index, as with even points
+    assert [p.step for p in seen] == cfg.eval_steps() == [4, 8, 16, 32, 64]
+
+
 def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_weights_for_good(
     digits8: ImageData, tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ from hpo.run.split import (
     plan_search,
 )
 from hpo.service.trials import own_trials
+from hpo.spec.rules import min_eval_steps
 
 if TYPE_CHECKING:
     from hpo.commands.launch import LocalWorker
@@ -82,8 +83,9 @@ def measure(spec: Spec, plan: Plan) -> Costs:
     cost = trial_cost(
         spec.sampling, spec.score, smallest, data, device, train_seconds=trial_seconds(smallest, data, device)
     )
-    min_kimg = smallest.num_evals * largest / 1000
-    return Costs(smallest.kimg, cost.train_seconds, cost.sweep_seconds, smallest.num_evals, min_kimg)
+    min_kimg = min_eval_steps(smallest.num_evals, smallest.eval_spacing) * largest / 1000
+    first = smallest.eval_fractions()[0]
+    return Costs(smallest.kimg, cost.train_seconds, cost.sweep_seconds, first, min_kimg)
 
 
 def sized_plan(plan: Plan, search: SearchPlan) -> Plan:
@@ -352,7 +354,7 @@ def final_speed(trial: TrialRecord) -> Speed:
     return Speed(speed.kimg_per_second, speed.point_seconds + trial.combination_seconds(trial.sampling))
 
 
-def final_train(decisions: Decisions) -> dict[str, float]:
+def final_train(decisions: Decisions) -> dict[str, float | str]:
     """The final run's budget as planned, and the warm-up and EMA half-life the planner gives a run of
     that budget: the trial's (1/20 of a trial's kimg) would average a tenfold longer run over too little."""
     from hpo.planning.spec_yaml import ema_halflife_kimg, warmup_kimg
@@ -360,8 +362,13 @@ def final_train(decisions: Decisions) -> dict[str, float]:
     kimg, num_evals = decisions.final_kimg, decisions.final_num_evals
     if kimg is None or num_evals is None:
         raise HpoError("the ledger holds no final run's budget yet; its final phase plans one when it starts")
-    return {"kimg": kimg, "num_evals": num_evals, "warmup_kimg": warmup_kimg(kimg),
-            "ema_halflife_kimg": ema_halflife_kimg(kimg)}  # fmt: skip
+    return {
+        "kimg": kimg,
+        "num_evals": num_evals,
+        "eval_spacing": "even",
+        "warmup_kimg": warmup_kimg(kimg),
+        "ema_halflife_kimg": ema_halflife_kimg(kimg),
+    }  # fmt: skip (checkpoints at even intervals)
 
 
 def summary_of(run: Run) -> TrialRecord:
@@ -395,7 +402,7 @@ def final(run: Run) -> None:
     decisions.stop = str((summary.attrs.get(STOP_ATTR) or {}).get("text", ""))
     decisions.bigger = bigger_budget(summary, decisions.metric)
     stop_kind = str((summary.attrs.get(STOP_ATTR) or {}).get("kind", ""))
-    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, fixed['kimg'])}; stop verdict: "
+    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, float(fixed['kimg']))}; stop verdict: "
                                 f"{stop_kind}")  # fmt: skip
     words = summary.sampling.words if summary.sampling else "?"
     combos = summary.attrs.get("combinations")

@@ -216,7 +216,7 @@ class LadderKind:
         base = require_spec(source).train.kimg
         top = request.budgets[-1]
         return confirm.create(
-            source, storage, request, train={"kimg": base * top, "num_evals": top},
+            source, storage, request, train={"kimg": base * top, "num_evals": top, "eval_spacing": "even"},
             name=companion_name(source.study_name, self.name), pointer=self.pointer,
             attrs={LADDER: {"base_kimg": base, "budgets": request.budgets}},
         )  # fmt: skip

@@ -74,6 +74,7 @@ from hpo.service.frontiers import study_frontiers
 from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
+from hpo.spec.rules import eval_points_words
 from hpo.spec.sampling import current_names
 
 MIN_SEARCH_POINTS = 3  # complete trials before the search's charts (history, slices, contour) say anything
@@ -125,7 +126,8 @@ def header_facts(study: optuna.Study, trials: Sequence[FrozenTrial], s: Summary,
         items.append(Fact("Data", data))
         target = f"; the winner is meant for {spec.study.target_kimg:g} kimg" if spec.study.target_kimg else ""
         per_trial = f"{spec.train.kimg:g} kimg per trial (thousands of images seen)"
-        items.append(Fact("Budget", f"{per_trial}, {spec.train.num_evals} evaluation points{target}"))
+        points = eval_points_words(spec.train.num_evals, spec.train.eval_spacing)
+        items.append(Fact("Budget", f"{per_trial}, {points}{target}"))
         stat = TrialRecord.of(s.best).statistic if s.best is not None else None
         plain = f"{s.metric_name} of {spec.score.num_samples} samples per trial"
         items.append(Fact("Score", f"per trial, {statistic_text(stat)}" if stat else plain))

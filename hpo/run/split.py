@@ -61,12 +61,12 @@ class Costs:
     kimg: float
     train_s: float
     sweep_s: float
-    num_evals: int
-    min_kimg: float  # the smallest trial budget: one step of the largest batch per evaluation point
+    first_point: float  # the share of its budget a trial pruned at its first evaluation point trains
+    min_kimg: float  # the smallest trial budget: a step of the largest batch for each evaluation point
 
     def at(self, kimg: float) -> Costs:
         """The same trial at another budget: training scales with images seen, the sweep does not."""
-        return Costs(kimg, self.train_s * kimg / self.kimg, self.sweep_s, self.num_evals, self.min_kimg)
+        return Costs(kimg, self.train_s * kimg / self.kimg, self.sweep_s, self.first_point, self.min_kimg)
 
     @property
     def complete_s(self) -> float:
@@ -74,8 +74,8 @@ class Costs:
 
     @property
     def expected_s(self) -> float:
-        """A trial's expected cost, pruned ones (one evaluation point's training) included."""
-        pruned = self.train_s / self.num_evals
+        """A trial's expected cost, pruned ones (the training to the first evaluation point) included."""
+        pruned = self.train_s * self.first_point
         return COMPLETE_SHARE * self.complete_s + (1 - COMPLETE_SHARE) * pruned
 
 

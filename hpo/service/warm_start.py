@@ -160,7 +160,7 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
     configurations; what was carried, queued and skipped (and why)."""
     check_scored_alike(source_spec, spec)
     dists = distributions(spec.search)
-    same_points = source_spec.train.num_evals == spec.train.num_evals
+    same_points = source_spec.train.eval_fractions() == spec.train.eval_fractions()
     out = Carried(source.study_name, differs=settings_differ(source_spec, spec))
     carried: list[FrozenTrial] = []
     for stored in own_trials(source, (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpo.errors import ConfigError
-from hpo.spec.rules import MAX_SCHEDULE_SHIFT, check_budget, check_sigma_rel, require, steps_in_budget
+from hpo.spec.rules import (
+    MAX_DOUBLING_EVALS,
+    MAX_SCHEDULE_SHIFT,
+    EvalSpacing,
+    check_budget,
+    check_sigma_rel,
+    eval_fractions,
+    require,
+    steps_in_budget,
+)
 
 Schedule = Literal["linear", "cosine", "sigmoid"]
 BetaScaling = Literal["scaled", "none"]
@@ -101,7 +110,8 @@ class NetworkConfig:
 class TrainConfig:
     # budget
     kimg: float = 10.0  # thousands of training images seen; batch sizes compete on equal data
-    num_evals: int = 4  # K validation points at 1/K, 2/K, ..., K/K of the budget
+    num_evals: int = 4  # K validation points (the pruners decide at each), spaced by eval_spacing
+    eval_spacing: EvalSpacing = "even"  # even: at 1/K, 2/K, ..., 1; doubling: at 1/2^(K-1), ..., 1/4, 1/2, 1
     # diffusion process
     timesteps: int = 1000  # T, number of discrete noise levels
     schedule: Schedule = "linear"  # linear (Ho et al.), cosine (Nichol & Dhariwal), sigmoid (Jabri et al.)
@@ -152,7 +162,7 @@ class TrainConfig:
         within(self.lr, 1e-12, 100.0, "lr")
         within(self.timesteps, 2, 100_000, "timesteps")
         within(self.batch_size, 1, 65_536, "batch_size")
-        within(self.num_evals, 1, 1000, "num_evals")
+        within(self.num_evals, 1, 1000 if self.eval_spacing == "even" else MAX_DOUBLING_EVALS, "num_evals")
         within(self.base_channels, 1, 4096, "base_channels")
         within(self.val_images, 1, 100_000, "val_images")
         within(self.val_noise_levels, 1, 64, "val_noise_levels")
@@ -202,15 +212,22 @@ class TrainConfig:
             f"must be a log-SNR shift within ±{MAX_SCHEDULE_SHIFT:g} (2·ln(64/d) for d-px images: −1.39 at 128), "
             f"got {self.schedule_shift}",
         )
-        check_budget(self.kimg, self.batch_size, self.num_evals)
+        check_budget(self.kimg, self.batch_size, self.num_evals, self.eval_spacing)
 
     @property
     def total_steps(self) -> int:
         return steps_in_budget(self.kimg, self.batch_size)
 
+    def eval_fractions(self) -> tuple[float, ...]:
+        """Shares of the budget at which evaluation k = 1..K runs."""
+        return eval_fractions(self.num_evals, self.eval_spacing)
+
     def eval_steps(self) -> list[int]:
-        """Steps after which evaluation k = 1..K runs: fixed fractions of the budget."""
-        return [max(1, round(self.total_steps * k / self.num_evals)) for k in range(1, self.num_evals + 1)]
+        """Steps after which evaluation k = 1..K runs: fixed fractions of the budget (even ones in
+        integer arithmetic, as every stored run computed them; doubling ones are exact powers of 2)."""
+        if self.eval_spacing == "even":
+            return [max(1, round(self.total_steps * k / self.num_evals)) for k in range(1, self.num_evals + 1)]
+        return [max(1, round(self.total_steps * f)) for f in self.eval_fractions()]
 
     def snapshot_steps(self) -> list[int]:
         """Steps after which the post-hoc EMA profiles are saved (none without ``ema_profiles``)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Literal
 
 from hpo.errors import ConfigError
 
@@ -24,14 +25,41 @@ def steps_in_budget(kimg: float, batch_size: int) -> int:
     return max(1, math.ceil(kimg * 1000 / batch_size))
 
 
-def check_budget(kimg: float, batch_size: int, num_evals: int, *, key: str = "kimg") -> None:
-    """The budget must hold at least one optimizer step per evaluation point."""
-    steps = steps_in_budget(kimg, batch_size)
+EvalSpacing = Literal["even", "doubling"]
+MAX_DOUBLING_EVALS = 16  # doubling: the first point at 1/2^15 of the budget is already below any sensible probe
+
+
+def eval_fractions(num_evals: int, spacing: EvalSpacing = "even") -> tuple[float, ...]:
+    """Where the K evaluation points fall, as shares of the budget: even at 1/K, 2/K, ..., 1;
+    doubling at 1/2^(K-1), ..., 1/4, 1/2, 1 (a pruned trial then costs as little as its first point)."""
+    if spacing == "even":
+        return tuple(k / num_evals for k in range(1, num_evals + 1))
+    return tuple(2.0 ** (k - num_evals) for k in range(1, num_evals + 1))
+
+
+def eval_points_words(num_evals: int, spacing: EvalSpacing = "even") -> str:
+    """ "4 evaluation points" (even), "5 evaluation points, at 1/16, 1/8, 1/4, 1/2 and all of the budget"."""
+    if spacing == "even" or num_evals == 1:
+        return f"{num_evals} evaluation point{'s' if num_evals > 1 else ''}"
+    shares = [f"1/{round(1 / f)}" for f in eval_fractions(num_evals, spacing)[:-1]]
+    return f"{num_evals} evaluation points, at {', '.join(shares)} and all of the budget"
+
+
+def min_eval_steps(num_evals: int, spacing: EvalSpacing = "even") -> int:
+    """The fewest optimizer steps that give every evaluation point a step of its own."""
+    return num_evals if spacing == "even" else 2 ** (num_evals - 1)
+
+
+def check_budget(
+    kimg: float, batch_size: int, num_evals: int, spacing: EvalSpacing = "even", *, key: str = "kimg"
+) -> None:
+    """The budget must give every evaluation point an optimizer step of its own."""
+    steps, needed = steps_in_budget(kimg, batch_size), min_eval_steps(num_evals, spacing)
     require(
-        steps >= num_evals,
+        steps >= needed,
         key,
-        f"budget of {kimg:g} kimg at batch_size={batch_size} is {steps} steps, fewer than num_evals={num_evals}; "
-        "raise kimg or lower num_evals",
+        f"budget of {kimg:g} kimg at batch_size={batch_size} is {steps} steps, fewer than the {needed} that "
+        f"num_evals={num_evals} ({spacing} spacing) needs; raise kimg or lower num_evals",
     )
 
 

@@ -381,7 +381,7 @@ def check_consistency(spec: Spec) -> None:
     check_guidance_intervals(spec)
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
     lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
-    check_budget(lo_kimg, hi_batch, spec.train.num_evals, key="train.kimg")
+    check_budget(lo_kimg, hi_batch, spec.train.num_evals, spec.train.eval_spacing, key="train.kimg")
     if spec.train.network.factory == "builtin":
         levels = len(spec.train.channel_mult) - 1
         require(
