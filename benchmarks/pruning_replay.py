@@ -1,20 +1,24 @@
-"""Which pruner saves most compute at an equal best: every candidate, built by the service's own
-``make_pruner`` from a spec, replayed on unpruned trials of two datasets.
+"""Which pruner, at which evaluation points, saves most compute at an equal best: every candidate
+built by the service's own ``make_pruner`` from a spec, replayed on unpruned trials of two datasets.
 
 The trials are the tabular benchmark's cells (``tabular.py``: 216 configurations of the digits search
-space per dataset, each trained to the end with 4 evaluation points of the pruning metric, then
-scored). A replayed study starts with the spec's baseline (as the service enqueues it), draws the
-other ``--trials`` - 1 of them in random order (random search) and lets the pruner decide at each
-evaluation point, exactly as a worker reports them; a trial it stops costs the points it trained.
-Repeated ``--repeats`` times per study size. Prints per dataset, study size and pruner: the compute
-saved against no pruning, the complete trials (what a report can rank), the best score's regret
-(the best trial kept against the best of the same draw) as a mean and against the training seed
-spread (share of studies that lost more than one seed sd), and the share of studies whose best trial
-survived.
+space per dataset, each trained to the end with the pruning metric at 16 evenly spaced points, then
+scored). A candidate is a pruner and the evaluation points its spec asks for (``num_evals`` and
+``eval_spacing``: 4 even points are 4/16, 8/16, 12/16, 16/16 of the budget; 5 doubling ones 1/16, 1/8,
+1/4, 1/2, 1), seen as a subset of the table's. A replayed study starts with the spec's baseline (as the
+service enqueues it), draws the other ``--trials`` - 1 of them in random order (random search) and lets
+the pruner decide at each of its points, exactly as a worker reports them; a trial it stops costs the
+share of the budget it trained. Repeated ``--repeats`` times per study size. Prints per dataset: the
+rank correlation of each measured point with the final score (do early points rank like the end?),
+then per study size and candidate: the compute saved against no pruning, the best score's regret (the
+best trial kept against the best of the same draw) as a mean in training-seed sd and the share of
+studies that lost more than one seed sd, the complete trials (what a report can rank) and the share
+of studies with fewer than 4, and the evaluation points reported per trial (each costs a probe).
 
-    .venv/bin/python -m benchmarks.pruning_replay [--repeats 300] [--sizes 10,30]
+    .venv/bin/python -m benchmarks.pruning_replay [--repeats 300] [--sizes 10,30,100]
 
-Goal (issue 21): at least 2x less compute at a best within the seed spread.
+Goal (issue 61): at least 3x less compute at 30 trials, mean regret <= 0.1 seed sd, <= 2 % of studies
+losing more than 1 seed sd, on both datasets; >= 4 complete trials at 10.
 """
 
 from __future__ import annotations
@@ -28,32 +32,88 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
+from optuna.pruners import BasePruner
+from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
-from benchmarks.tabular import NUM_EVALS, Measured, Table, build, cell_key, replay_trial
+from benchmarks.tabular import POINTS, Measured, Table, View, build, cell_key, replay_trial
 from hpo.analysis.record import BASELINE_ATTR
-from hpo.service.pruning import make_pruner
-from hpo.spec.spec import spec_from_dict
+from hpo.service.pruning import SpareAheadOfBaseline, make_pruner
+from hpo.spec.rules import eval_fractions
+from hpo.spec.spec import Spec, spec_from_dict
 
-UNGUARDED = {"spare_until_complete": 0}  # the pruner alone, without the baseline guard
-ALWAYS = {"spare_until_complete": 10**6}  # the guard for the whole study
-MEDIAN_2_0 = {"name": "median", "startup_trials": 2, "warmup_evals": 0}
-PRUNERS: dict[str, dict[str, Any]] = {
-    "none": {"name": "none"},
-    "median, 3 start-up, 1 warm-up": {"name": "median", "startup_trials": 3, "warmup_evals": 1, **UNGUARDED},
-    "median, 2 start-up, 0 warm-up": {**MEDIAN_2_0, **UNGUARDED},
-    "median 2/0, guard until 4": {**MEDIAN_2_0, "spare_until_complete": 4},
-    "median 2/0, guard until 6": {**MEDIAN_2_0, "spare_until_complete": 6},
-    "median 2/0, guard always": {**MEDIAN_2_0, **ALWAYS},
-    "median, 4 start-up, 0 warm-up": {"name": "median", "startup_trials": 4, "warmup_evals": 0, **UNGUARDED},
-    "percentile 33, 2 start-up, 0 w.": {"name": "percentile", "percentile": 33.0, "startup_trials": 2, **UNGUARDED},
-    "percentile 33 2/0, guard until 4": {"name": "percentile", "percentile": 33.0, "startup_trials": 2},
-    "hyperband, factor 3": {"name": "hyperband", "min_resource": 1, "reduction_factor": 3, **UNGUARDED},
-    "succ. halving, factor 2": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2, **UNGUARDED},
-    "succ. halving, factor 3": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3, **UNGUARDED},
-    "succ. halving 3, guard until 4": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
+GUARD = {"spare_until_complete": 4}  # the shipped guard: keep one ahead of the baseline until 4 complete
+UNGUARDED = {"spare_until_complete": 0}
+EVEN4, EVEN8, EVEN16, DOUBLING5 = View(4), View(8), View(16), View(5, "doubling")
+
+
+def median(startup: int, warmup: int, **extra: Any) -> dict[str, Any]:
+    return {"name": "median", "startup_trials": startup, "warmup_evals": warmup, **GUARD, **extra}
+
+
+def halving(factor: int, **extra: Any) -> dict[str, Any]:
+    """Successive halving from the first point (``min_resource``: the first rung's point index)."""
+    return {"name": "successive_halving", "min_resource": 1, "reduction_factor": factor, **UNGUARDED, **extra}
+
+
+class Forecast(BasePruner):
+    """A learning-curve rule (not shipped; measured here): from its second point on, a trial's
+    improvement per doubling of the budget is read off its last two points, doubled (optimism), and
+    carried to the end of the budget as a power law; the trial stops when even that forecast cannot
+    beat the best complete trial's final value. Acts once ``startup`` trials are complete."""
+
+    def __init__(self, fractions: tuple[float, ...], startup: int = 2) -> None:
+        self.fractions, self.startup = fractions, startup
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        step, values = trial.last_step, trial.intermediate_values
+        if step is None or step < 2 or step - 1 not in values:
+            return False
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        finals = [
+            t.intermediate_values[len(self.fractions)] for t in complete if len(self.fractions) in t.intermediate_values
+        ]
+        if len(finals) < self.startup:
+            return False
+        now, before = values[step], values[step - 1]
+        at, then = self.fractions[step - 1], self.fractions[step - 2]
+        per_doubling = min(1.0, now / before) ** (1.0 / math.log2(at / then)) if before > 0 else 1.0
+        forecast = now * (per_doubling**2) ** math.log2(1.0 / at)
+        return forecast > min(finals)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    view: View
+    pruner: dict[str, Any]
+    forecast: bool = False  # the learning-curve rule above instead of a spec's pruner
+
+
+CANDIDATES: dict[str, Candidate] = {
+    "none": Candidate(EVEN4, {"name": "none"}),
+    "median 2/0, 4 even (shipped)": Candidate(EVEN4, median(2, 0)),
+    "median 2/1, 8 even": Candidate(EVEN8, median(2, 1)),
+    "median 2/0, 8 even": Candidate(EVEN8, median(2, 0)),
+    "median 2/0, 16 even": Candidate(EVEN16, median(2, 0)),
+    "median 2/0, 5 doubling": Candidate(DOUBLING5, median(2, 0)),
+    "median 2/1, 5 doubling": Candidate(DOUBLING5, median(2, 1)),
+    "median 3/1, 5 doubling": Candidate(DOUBLING5, median(3, 1)),
+    "pctl 33 2/0, 5 doubling": Candidate(DOUBLING5, {**median(2, 0), "name": "percentile", "percentile": 33.0}),
+    "pctl 33 2/1, 5 doubling": Candidate(DOUBLING5, {**median(2, 1), "name": "percentile", "percentile": 33.0}),
+    "succ. halving 2, 16 even": Candidate(EVEN16, halving(2)),
+    "succ. halving 2+guard, 16 even": Candidate(EVEN16, halving(2, **GUARD)),
+    "succ. halving 3, 16 even": Candidate(EVEN16, halving(3)),
+    "succ. halving 2, 5 doubling": Candidate(DOUBLING5, halving(2)),
+    "succ. halving 2+guard, 5 doubling": Candidate(DOUBLING5, halving(2, **GUARD)),
+    "succ. halving 2 from 1/8, 5 doubling": Candidate(DOUBLING5, halving(2, min_resource=2)),
+    "s. halving 2 from 1/8+guard, 5 doubl.": Candidate(DOUBLING5, halving(2, min_resource=2, **GUARD)),
+    "hyperband 3, 16 even": Candidate(EVEN16, {"name": "hyperband", "min_resource": 1, "reduction_factor": 3}),
+    "forecast, 5 doubling": Candidate(DOUBLING5, {}, forecast=True),
+    "forecast+guard, 5 doubling": Candidate(DOUBLING5, GUARD, forecast=True),
 }
+REFERENCE = "median 2/0, 4 even (shipped)"  # each row's regret is also given as its paired difference to this one
 # Every replayed study starts with the digits spec's baseline (lr 4e-4, batch 32, T 500, linear), as
 # the service enqueues it; its nearest cell has lr 10^-3.5 = 3.2e-4.
 BASELINE = cell_key((-3.5, 32, 500, "linear"))
@@ -61,37 +121,66 @@ BASELINE = cell_key((-3.5, 32, 500, "linear"))
 
 @dataclass(frozen=True)
 class Replay:
-    points: int  # evaluation points trained, all trials together
+    trained: float  # budgets trained, all trials together (a trial to the end is 1)
+    reported: int  # evaluation points reported, all trials together
     best_kept: float  # best score among the trials trained to the end
     best_drawn: float  # best score among all drawn trials (what no pruning finds)
     complete: int  # trials trained to the end: what the report's score-based sections rank
 
 
-def replay(pruner: dict[str, Any], trials: list[Measured], name: str) -> Replay:
-    """The pruner deciding on ``trials``' curves in order, the first one the baseline, in a study
+def replay(candidate: Candidate, trials: list[Measured], name: str) -> Replay:
+    """The candidate deciding on ``trials``' curves in order, the first one the baseline, in a study
     named ``name`` (Hyperband assigns brackets by it)."""
-    raw = spec_with(DIGITS, pruner=pruner, merge_train={"num_evals": NUM_EVALS})
-    study = optuna.create_study(study_name=name, pruner=make_pruner(spec_from_dict(raw, file=name)))
-    points, kept = 0, []
+    view = candidate.view
+    train = {"num_evals": view.num_evals, "eval_spacing": view.spacing}
+    raw = spec_with(DIGITS, pruner={} if candidate.forecast else candidate.pruner, merge_train=train)
+    study = optuna.create_study(study_name=name, pruner=pruner_of(candidate, spec_from_dict(raw, file=name)))
+    trained, reported, kept = 0.0, 0, []
     for i, m in enumerate(trials):
         trial = study.ask()
         if i == 0:
             trial.set_user_attr(BASELINE_ATTR, True)
-        value, trained = replay_trial(study, trial, m)
-        points += trained
+        value, seen = replay_trial(study, trial, m.seen(view), view.num_evals)
+        trained += m.share_trained(seen, view)
+        reported += seen
         kept.append(value)
-    finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == NUM_EVALS]
+    finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == POINTS]
     done = sum(1 for v in kept if math.isfinite(v))
-    return Replay(points, min(kept, default=math.inf), min(finite, default=math.inf), done)
+    return Replay(trained, reported, min(kept, default=math.inf), min(finite, default=math.inf), done)
 
 
-def figures(out: list[Replay], sd: float, base: int) -> dict[str, float]:
-    """One row of the table: what a pruner did over the draws ``out`` (``base``: points without pruning)."""
+def pruner_of(candidate: Candidate, spec: Spec) -> BasePruner:
+    if not candidate.forecast:
+        return make_pruner(spec)
+    rule = Forecast(eval_fractions(spec.train.num_evals, spec.train.eval_spacing))
+    until = candidate.pruner.get("spare_until_complete", 0)
+    return SpareAheadOfBaseline(rule, until) if until else rule
+
+
+def rank_correlations(table: Table) -> list[float]:
+    """Spearman's rho of the pruning metric at each measured point with the final score, over the
+    cells that trained to the end with a finite score."""
+    done = [m for m in table.cells.values() if math.isfinite(m.score) and len(m.curve) == POINTS]
+    final = _ranks([m.score for m in done])
+    return [float(np.corrcoef(_ranks([m.curve[k] for m in done]), final)[0, 1]) for k in range(POINTS)]
+
+
+def _ranks(values: list[float]) -> np.ndarray:
+    order = np.argsort(np.asarray(values), kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    return ranks
+
+
+def figures(out: list[Replay], sd: float, base: float) -> dict[str, float]:
+    """One row of the table: what a candidate did over the draws ``out`` (``base``: budgets trained
+    without pruning over the same draws)."""
     repeats = len(out)
     regret = [o.best_kept - o.best_drawn for o in out]
     return {
-        "compute_saved": base / sum(o.points for o in out),
+        "compute_saved": base / sum(o.trained for o in out),
         "mean_regret": statistics.mean(min(x, 10 * sd) for x in regret),  # a lost-everything study counts 10 sd
+        "mean_regret_sd": statistics.mean(min(x, 10 * sd) for x in regret) / sd,
         "share_regret_over_1_sd": sum(1 for x in regret if x > sd) / repeats,
         "share_best_kept": sum(1 for x in regret if x == 0) / repeats,
         "mean_complete": statistics.mean(o.complete for o in out),
@@ -100,40 +189,53 @@ def figures(out: list[Replay], sd: float, base: int) -> dict[str, float]:
 
 
 def report(table: Table, sizes: list[int], repeats: int) -> dict[str, Any]:
-    """Print the pruners' table of ``table``'s dataset; its figures, by name."""
+    """Print the candidates' table of ``table``'s dataset; its figures, by name."""
     baseline = table.cells[BASELINE]
     cells = [m for key, m in table.cells.items() if key != BASELINE]
     sd = table.seed_sd
+    rho = rank_correlations(table)
     print(
-        f"\n## {table.dataset}: {len(cells)} unpruned trials ({table.kimg:g} kimg, {NUM_EVALS} evaluation points); "
-        f"training seed sd {sd:.3g}; {repeats} random draws per study size"
+        f"\n## {table.dataset}: {len(cells)} unpruned trials ({table.kimg:g} kimg, the pruning metric at {POINTS} "
+        f"points); training seed sd {sd:.3g}; {repeats} random draws per study size"
     )
+    print("rank correlation with the final score at k/16: " + " ".join(f"{k}:{r:.2f}" for k, r in enumerate(rho, 1)))
     print(
-        f"{'trials':>6} {'pruner':>30} {'compute saved':>14} {'mean regret':>12} {'> 1 sd':>7} {'best kept':>10} "
-        f"{'complete':>9} {'< 4 complete':>12}"
+        f"{'trials':>6} {'candidate':>32} {'saved':>7} {'regret (sd)':>11} {'vs ref. (se)':>14} {'> 1 sd':>7} "
+        f"{'best kept':>10} {'complete':>9} {'< 4 complete':>12} {'points':>7}"
     )
     rows = []
     for size in sizes:
         draws = [[baseline, *random.Random(r).sample(cells, size - 1)] for r in range(repeats)]
-        base = sum(len(m.curve) for d in draws for m in d)
-        for label, pruner in PRUNERS.items():
-            f = figures([replay(pruner, d, f"replay-{size}-{r}") for r, d in enumerate(draws)], sd, base)
+        base = sum(o.trained for o in (replay(CANDIDATES["none"], d, f"none-{size}-{r}") for r, d in enumerate(draws)))
+        reference: list[float] = []
+        for label, candidate in CANDIDATES.items():
+            out = [replay(candidate, d, f"replay-{size}-{r}") for r, d in enumerate(draws)]
+            f = figures(out, sd, base)
+            f["points_per_trial"] = sum(o.reported for o in out) / (size * repeats)
+            regrets = [min(o.best_kept - o.best_drawn, 10 * sd) / sd for o in out]
+            reference = regrets if label == REFERENCE else reference
+            diffs = [a - b for a, b in zip(regrets, reference, strict=True)] if reference else [math.nan]
+            f["regret_vs_reference_sd"] = statistics.mean(diffs)
+            f["regret_vs_reference_se"] = statistics.stdev(diffs) / math.sqrt(len(diffs)) if reference else math.nan
             print(
-                f"{size:>6} {label:>30} {f['compute_saved']:>13.2f}x {f['mean_regret']:>12.3g} "
+                f"{size:>6} {label:>32} {f['compute_saved']:>6.2f}x {f['mean_regret_sd']:>11.3f} "
+                f"{f['regret_vs_reference_sd']:>+7.3f} ({f['regret_vs_reference_se']:.3f}) "
                 f"{f['share_regret_over_1_sd']:>7.0%} {f['share_best_kept']:>10.0%} {f['mean_complete']:>9.1f} "
-                f"{f['share_under_4_complete']:>12.0%}"
+                f"{f['share_under_4_complete']:>12.0%} {f['points_per_trial']:>7.1f}",
+                flush=True,
             )
-            rows.append({"trials": size, "pruner": label, "settings": pruner, **f})
+            view = {"num_evals": candidate.view.num_evals, "eval_spacing": candidate.view.spacing}
+            rows.append({"trials": size, "candidate": label, "points": view, "pruner": candidate.pruner, **f})
     return {
-        "dataset": table.dataset, "unpruned_trials": len(cells), "kimg": table.kimg, "num_evals": NUM_EVALS,
-        "seed_sd": sd, "draws": repeats, "rows": rows,
+        "dataset": table.dataset, "unpruned_trials": len(cells), "kimg": table.kimg, "points_measured": POINTS,
+        "seed_sd": sd, "draws": repeats, "rank_correlation_with_final": rho, "rows": rows,
     }  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=300)
-    parser.add_argument("--sizes", default="10,30")
+    parser.add_argument("--sizes", default="10,30,100")
     parser.add_argument("--kimg", type=float, default=4.0)
     parser.add_argument("--datasets", default="digits,shapes")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))

@@ -7,7 +7,11 @@ run — the check that the replays of the others are faithful. Prints each prune
 best classifier-FID and compute ratio against no pruning; then retrains the unpruned study's best
 configuration with 2 other seeds, so each best FID is read against the seed-to-seed spread.
 
-    .venv/bin/python -m benchmarks.pruning_savings [--trials 10] [--kimg 6]
+    .venv/bin/python -m benchmarks.pruning_savings [--trials 10] [--kimg 6] [--real median]
+        [--num-evals 4] [--spacing even]
+
+``--real`` names the pruner run for real (its replay must prune exactly the same trials);
+``--num-evals`` and ``--spacing`` place the evaluation points of every study (docs/spec.md).
 
 Goal: at least 2x less compute at a best FID within the seed-to-seed spread.
 """
@@ -18,6 +22,7 @@ import argparse
 import math
 import statistics
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +43,39 @@ from benchmarks.common import (
 from benchmarks.tabular import NUM_EVALS, Measured, replay_trial
 from hpo.analysis.record import PRUNING_METRIC, TrialRecord
 from hpo.service.pruning import make_pruner
+from hpo.spec.rules import EvalSpacing, eval_fractions
 from hpo.spec.spec import spec_from_dict
 
 PRUNERS: dict[str, dict[str, Any]] = {
     "median": {"name": "median", "startup_trials": 3, "warmup_evals": 1},
     "hyperband": {"name": "hyperband", "min_resource": 1, "reduction_factor": 3},
     "successive_halving": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
-}
+    "halving2_guarded": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2,
+                         "spare_until_complete": 4},
+}  # fmt: skip
 Outcome = list[tuple[int, float | None]]  # per trial: evaluation points trained, final FID (None if pruned)
 
 
-def base(trials: int, kimg: float, name: str, pruner: dict[str, Any]) -> dict[str, Any]:
-    """The study's spec; its evaluation points are the replay's budget (``tabular.NUM_EVALS``, what
-    ``replay_trial`` takes for a trial trained to the end), so the real runs and the replays agree."""
+@dataclass(frozen=True)
+class Points:
+    """Every study's evaluation points (the replays take a trial with all of them as trained to the end)."""
+
+    num_evals: int = NUM_EVALS
+    spacing: EvalSpacing = "even"
+
+    @property
+    def fractions(self) -> tuple[float, ...]:
+        return eval_fractions(self.num_evals, self.spacing)
+
+
+POINTS = Points()
+
+
+def base(trials: int, kimg: float, name: str, pruner: dict[str, Any], points: Points = POINTS) -> dict[str, Any]:
+    """The study's spec at ``points``, so the real runs and the replays agree."""
     return spec_with(
         DIGITS,
-        merge_train={"kimg": kimg, "num_evals": NUM_EVALS},
+        merge_train={"kimg": kimg, "num_evals": points.num_evals, "eval_spacing": points.spacing},
         sampling={"guidance_scale": 2.0, "steps": 20},
         sampler={"name": "random", "seed": 0},
         pruner=pruner,
@@ -63,6 +85,7 @@ def base(trials: int, kimg: float, name: str, pruner: dict[str, Any]) -> dict[st
 
 
 def outcome(trials: list[FrozenTrial], evals: int) -> Outcome:
+    """Per trial: the evaluation points it trained (all ``evals`` when complete) and its value."""
     out: Outcome = []
     for t in sorted(trials, key=lambda t: t.number):
         curve = TrialRecord.of(t).curve
@@ -71,11 +94,11 @@ def outcome(trials: list[FrozenTrial], evals: int) -> Outcome:
     return out
 
 
-def measured(t: FrozenTrial) -> Measured:
+def measured(t: FrozenTrial, evals: int) -> Measured:
     """A recorded trial as the tabular replay reads one: its pruning metric at evaluation points
-    1..NUM_EVALS and its final score (inf without one)."""
+    1..``evals`` and its final score (inf without one)."""
     curve = TrialRecord.of(t).curve
-    points = tuple(curve[str(k)][PRUNING_METRIC] for k in range(1, NUM_EVALS + 1) if str(k) in curve)
+    points = tuple(curve[str(k)][PRUNING_METRIC] for k in range(1, evals + 1) if str(k) in curve)
     return Measured(math.inf if t.value is None else t.value, points)
 
 
@@ -83,32 +106,32 @@ def replay(raw: dict[str, Any], unpruned: list[FrozenTrial]) -> Outcome:
     """The pruner of ``raw`` deciding on the unpruned trials' recorded curves, in the same order and
     under the same study name (Hyperband assigns brackets by it)."""
     spec = spec_from_dict(raw)
-    assert spec.train.num_evals == NUM_EVALS, "replay_trial takes a trial of NUM_EVALS points as trained to the end"
+    evals = spec.train.num_evals
     study = optuna.create_study(study_name=spec.study.name, pruner=make_pruner(spec))
     out: Outcome = []
     for t in sorted(unpruned, key=lambda t: t.number):
-        value, trained = replay_trial(study, study.ask(), measured(t))
+        value, trained = replay_trial(study, study.ask(), measured(t, evals), evals)
         out.append((trained, value if math.isfinite(value) else None))
     return out
 
 
-def summary(out: Outcome, kimg: float, evals: int) -> tuple[float, float, int]:
+def summary(out: Outcome, kimg: float, points: Points) -> tuple[float, float, int]:
     """(kimg trained, best FID, trials pruned)."""
-    trained = sum(kimg * k / evals for k, _ in out)
+    trained = sum(kimg * points.fractions[k - 1] for k, _ in out if k)
     finals = [v for _, v in out if v is not None]
     return trained, min(finals), sum(1 for _, v in out if v is None)
 
 
-def table(unpruned: Outcome, replays: dict[str, Outcome], kimg: float) -> list[dict[str, Any]]:
+def table(unpruned: Outcome, replays: dict[str, Outcome], kimg: float, points: Points) -> list[dict[str, Any]]:
     """One row per pruner, no pruning first: trials pruned, kimg trained, compute ratio against no
     pruning, best FID and its difference to no pruning's."""
-    base_kimg, base_best, _ = summary(unpruned, kimg, NUM_EVALS)
+    base_kimg, base_best, _ = summary(unpruned, kimg, points)
     rows: list[dict[str, Any]] = [
         {"pruner": "none", "pruned": 0, "kimg_trained": base_kimg, "compute_ratio": 1.0, "best_fid": base_best,
          "vs_none": 0.0},
     ]  # fmt: skip
     for name, out in replays.items():
-        trained, best, pruned = summary(out, kimg, NUM_EVALS)
+        trained, best, pruned = summary(out, kimg, points)
         rows.append({"pruner": name, "pruned": pruned, "kimg_trained": trained, "compute_ratio": base_kimg / trained,
                      "best_fid": best, "vs_none": best - base_best})  # fmt: skip
     return rows
@@ -126,32 +149,42 @@ def seed_scores(unpruned: optuna.Study, kimg: float, folder: Path) -> list[float
     return seeds
 
 
-def measure(trials: int, kimg: float) -> dict[str, Any]:
+def measure(trials: int, kimg: float, real_name: str = "median", points: Points = POINTS) -> dict[str, Any]:
     """Run the studies and replays; the figures ``show`` prints, by name."""
     configs = draw_configurations(trials, lr_exponents=(-4, -1.5))
+    evals = points.num_evals
     with tempfile.TemporaryDirectory() as tmp:
-        none, _ = run_study(base(trials, kimg, "prune-none", {"name": "none"}), Path(tmp) / "n", enqueue=configs)
-        real_median, _ = run_study(base(trials, kimg, "prune-median", PRUNERS["median"]), Path(tmp) / "m",
-                                   enqueue=configs)  # fmt: skip
+        none_raw = base(trials, kimg, "prune-none", {"name": "none"}, points)
+        none, _ = run_study(none_raw, Path(tmp) / "n", enqueue=configs)
+        real_raw = base(trials, kimg, f"prune-{real_name}", PRUNERS[real_name], points)
+        real_study, _ = run_study(real_raw, Path(tmp) / "m", enqueue=configs)
         unpruned = none.get_trials(deepcopy=False)
-        real = outcome(real_median.get_trials(deepcopy=False), NUM_EVALS)
-        replays = {name: replay(base(trials, kimg, f"prune-{name}", p), unpruned) for name, p in PRUNERS.items()}
-        assert [k for k, _ in replays["median"]] == [k for k, _ in real], (replays["median"], real)
+        real = outcome(real_study.get_trials(deepcopy=False), evals)
+        replays = {
+            name: replay(base(trials, kimg, f"prune-{name}", p, points), unpruned) for name, p in PRUNERS.items()
+        }
+        assert [k for k, _ in replays[real_name]] == [k for k, _ in real], (replays[real_name], real)
         seeds = seed_scores(none, kimg, Path(tmp))
+        eval_seconds = [TrialRecord.of(t).number("eval_seconds") for t in unpruned]
+        train_seconds = [TrialRecord.of(t).number("train_seconds") for t in unpruned]
     return {
         "dataset": DIGITS["data"]["source"], "image_size": DIGITS["data"]["image_size"], "trials": trials,
-        "kimg": kimg, "num_evals": NUM_EVALS,
-        "real_median_kimg": sum(trained_kimg(t) for t in real_median.get_trials(deepcopy=False)),
-        "pruners": table(outcome(unpruned, NUM_EVALS), replays, kimg),
+        "kimg": kimg, "num_evals": evals, "eval_spacing": points.spacing, "real": real_name,
+        "real_kimg": sum(trained_kimg(t) for t in real_study.get_trials(deepcopy=False)),
+        "pruners": table(outcome(unpruned, evals), replays, kimg, points),
         "seed_scores": seeds, "seed_sd": statistics.stdev(seeds),
+        "eval_share_of_training": sum(eval_seconds) / sum(train_seconds),
     }  # fmt: skip
 
 
 def show(r: dict[str, Any]) -> None:
     trials = r["trials"]
-    print(f"{trials} enqueued trials, digits 16 px, {r['kimg']:g} kimg each, {r['num_evals']} evaluation points")
     print(
-        f"real median run: {r['real_median_kimg']:.1f} kimg trained; "
+        f"{trials} enqueued trials, digits 16 px, {r['kimg']:g} kimg each, {r['num_evals']} evaluation points "
+        f"({r['eval_spacing']}: {r['eval_share_of_training']:.1%} of the unpruned trials' training time)"
+    )
+    print(
+        f"real {r['real']} run: {r['real_kimg']:.1f} kimg trained; "
         "its replay on the unpruned curves prunes the same trials"
     )
     print(f"{'pruner':>20} {'pruned':>7} {'kimg trained':>13} {'compute ratio':>14} {'best FID':>9} {'vs none':>8}")
@@ -168,10 +201,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--kimg", type=float, default=6.0)
+    parser.add_argument("--real", default="median", choices=sorted(PRUNERS))
+    parser.add_argument("--num-evals", type=int, default=NUM_EVALS)
+    parser.add_argument("--spacing", default="even", choices=["even", "doubling"])
     args = parser.parse_args()
     quiet()
     torch.set_num_threads(2)
-    result = measure(args.trials, args.kimg)
+    result = measure(args.trials, args.kimg, args.real, Points(args.num_evals, args.spacing))
     show(result)
     write_result("pruning_savings", result)
 

@@ -2,10 +2,13 @@
 
 Every categorical combination of the quickstart's search space (batch size × T × schedule: 36) is
 trained at ``LR_EXPONENTS`` learning rates on 8 px images with a small UNet for ``kimg`` thousand
-images, with ``NUM_EVALS`` validation points on the way (the pruning metric, ``val_rel``), then
-scored: classifier-FID of 128 DDIM samples. A query at any learning rate interpolates the score
-linearly in log10(lr) between the two measured neighbours of the same combination, so samplers see
-a continuous space (the HPOBench / NAS-Bench approach: many sampler seeds at no training cost).
+images, with the pruning metric (``val_rel``) measured at ``POINTS`` evenly spaced points on the way,
+then scored: classifier-FID of 128 DDIM samples. A study replays a ``View`` of those points: the 4
+even ones a spec's default ``num_evals: 4`` reports (4/16, 8/16, 12/16, 16/16), the doubling ones of
+``eval_spacing: doubling`` (1/16, 1/8, 1/4, 1/2, 1), or any other subset a spec can ask for. A
+query at any learning rate interpolates the score linearly in log10(lr) between the two measured
+neighbours of the same combination, so samplers see a continuous space (the HPOBench / NAS-Bench
+approach: many sampler seeds at no training cost).
 The seed-to-seed spread (training and sampling seed) of the best cells is measured too, so every
 difference between samplers or pruners can be read against it.
 
@@ -29,12 +32,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from hpo.spec.rules import EvalSpacing, eval_fractions
+
 LR_EXPONENTS = (-4.0, -3.5, -3.0, -2.5, -2.0, -1.5)  # the quickstart's lr range, 1e-4 .. 3e-2, every half decade
 BATCH_SIZES = (32, 64, 128)
 TIMESTEPS = (100, 250, 500, 1000)
 Schedule = Literal["linear", "cosine", "sigmoid"]
 SCHEDULES: tuple[Schedule, ...] = ("linear", "cosine", "sigmoid")
-NUM_EVALS = 4
+POINTS = 16  # measured points of the pruning metric: at 1/16, 2/16, ..., 16/16 of the budget
+NUM_EVALS = 4  # the default view: a spec's num_evals: 4, even spacing
 REPLICATE_SEEDS = (1, 2)
 REPLICATED_CELLS = 4  # the best cells, retrained with each replicate seed
 DIVERGED = math.inf
@@ -53,7 +59,40 @@ def all_cells() -> list[Cell]:
 @dataclass(frozen=True)
 class Measured:
     score: float  # classifier-FID at the end; inf when training diverged
-    curve: tuple[float, ...]  # the pruning metric at evaluation points 1..NUM_EVALS (shorter if it diverged)
+    curve: tuple[float, ...]  # the pruning metric at points 1..POINTS (shorter if it diverged there)
+
+    def seen(self, view: View) -> Measured:
+        """The run as a study with ``view``'s evaluation points sees it (a diverged run: the points
+        it reached)."""
+        return Measured(self.score, tuple(self.curve[i - 1] for i in view.indices if i <= len(self.curve)))
+
+    def share_trained(self, points_seen: int, view: View) -> float:
+        """The share of the budget a run trained when it stopped after ``points_seen`` of ``view``'s
+        points: pruned there, complete, or diverged (it stops at the step its loss blew up, here
+        taken as the measured point after its last finite one)."""
+        if len(self.curve) < POINTS and points_seen >= len(self.seen(view).curve):
+            return min(1.0, (len(self.curve) + 1) / POINTS)
+        return view.indices[points_seen - 1] / POINTS if points_seen else 0.0
+
+
+@dataclass(frozen=True)
+class View:
+    """A spec's evaluation points as a subset of the table's measured ones."""
+
+    num_evals: int
+    spacing: EvalSpacing = "even"
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """1-based measured points (k/POINTS) at the spec's fractions of the budget."""
+        fractions = eval_fractions(self.num_evals, self.spacing)
+        if any(abs(f * POINTS - round(f * POINTS)) > 1e-9 for f in fractions):
+            raise ValueError(f"{self.label}: its points are not among the table's {POINTS}")
+        return tuple(round(f * POINTS) for f in fractions)
+
+    @property
+    def label(self) -> str:
+        return f"{self.num_evals} {self.spacing}"
 
 
 @dataclass(frozen=True)
@@ -105,10 +144,10 @@ class Table:
         return float(np.quantile([m.score for m in self.cells.values() if math.isfinite(m.score)], q))
 
 
-def replay_trial(study: Any, trial: Any, m: Measured) -> tuple[float, int]:
-    """Report ``m``'s curve point by point to the study's pruner, as a worker does, then tell its
-    score: (the score, or inf when pruned or diverged; evaluation points trained). A curve shorter
-    than the budget is a run that diverged there: the objective prunes it."""
+def replay_trial(study: Any, trial: Any, m: Measured, num_evals: int = NUM_EVALS) -> tuple[float, int]:
+    """Report ``m``'s curve (``num_evals`` points when complete) point by point to the study's
+    pruner, as a worker does, then tell its score: (the score, or inf when pruned or diverged;
+    evaluation points trained). A shorter curve is a run that diverged there: the objective prunes it."""
     from optuna.trial import TrialState
 
     for k, point in enumerate(m.curve, 1):
@@ -116,7 +155,7 @@ def replay_trial(study: Any, trial: Any, m: Measured) -> tuple[float, int]:
         if trial.should_prune():
             study.tell(trial, state=TrialState.PRUNED)
             return math.inf, k
-    if math.isfinite(m.score) and len(m.curve) == NUM_EVALS:
+    if math.isfinite(m.score) and len(m.curve) == num_evals:
         study.tell(trial, m.score)
         return m.score, len(m.curve)
     study.tell(trial, state=TrialState.PRUNED)
@@ -147,7 +186,7 @@ def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured
     exp, batch, timesteps, schedule = cell
     cfg = TrainConfig(
         base_channels=16, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64,
-        lr=10**exp, batch_size=batch, timesteps=timesteps, schedule=schedule, kimg=kimg, num_evals=NUM_EVALS,
+        lr=10**exp, batch_size=batch, timesteps=timesteps, schedule=schedule, kimg=kimg, num_evals=POINTS,
         warmup_kimg=0.25, lr_schedule="cosine", conditional=True, p_uncond=0.1, seed=seed,
     )  # fmt: skip
     curve: list[float] = []
@@ -190,7 +229,7 @@ def _run(jobs: list[tuple[str, float, Cell, int, str]], processes: int) -> Any:
 def build(dataset: str, kimg: float, cache: Path, *, processes: int = 2) -> Table:
     """The table of ``dataset`` at ``kimg``, measured where the cache lacks it."""
     cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"table-{dataset}-{kimg:g}kimg.json"
+    path = cache / f"table-{dataset}-{kimg:g}kimg-{POINTS}points.json"
     raw = _load(path)
     todo = [(dataset, kimg, c, 0, str(cache)) for c in all_cells() if cell_key(c) not in raw["cells"]]
     if todo:

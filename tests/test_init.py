@@ -58,6 +58,7 @@ def test_one_class_gets_an_unconditional_spec_without_a_guidance_sweep(tmp_path:
     assert not spec.train.conditional and spec.sampling.values("guidance_scale") == (1.0,)
     assert spec.score.features == "inception"  # the feature classifier needs two classes
     assert "1 class (no class subfolders: unconditional)" in out
+    assert (spec.train.num_evals, spec.train.eval_spacing, spec.pruner.name) == (4, "even", "median")  # CPU: 10 trials
 
 
 def test_the_search_starts_with_the_by_hand_baseline_then_the_quickstarts_winner(tmp_path: Path) -> None:
@@ -168,4 +169,8 @@ def test_6500_photos_at_128px_are_planned_in_seconds(tmp_path: Path) -> None:
     )  # fmt: skip
     assert spec.train.kimg == 730 and spec.study.target_kimg == MAX_EXTRAPOLATION * 730
     assert spec.study.target_kimg <= supported_kimg(n_train) < MAX_EXTRAPOLATION * 740
+    assert (spec.train.num_evals, spec.train.eval_spacing) == (5, "doubling")  # 40 trials: halving pays
+    assert (spec.pruner.name, spec.pruner.reduction_factor, spec.pruner.spare_until_complete) == (
+        "successive_halving", 2, 4,
+    )  # fmt: skip
     assert seconds < 30

@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
-from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Plan, Scoring, epochs
-from hpo.spec.rules import MAX_EXTRAPOLATION
+from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Budget, Plan, Scoring, epochs
+from hpo.spec.rules import MAX_EXTRAPOLATION, eval_fractions
 from hpo.spec.samplers import sampler_facts, spacing_facts
 
 # The CPU quickstart's winner (README: trial 4 of search_spaces/digits.yaml, classifier-FID 2.64 against
@@ -88,8 +88,7 @@ def train(plan: Plan) -> list[str]:
         ("kimg", b.kimg, f"a trial: {epochs(b.kimg, plan.n_train):.0f} epochs, 1/{MAX_EXTRAPOLATION:g} of the "
          f"{b.supported_kimg:g} kimg ({EPOCHS_BEFORE_MEMORISING} epochs) the data supports"
          + ("" if gpu else "; CPU: at most the quickstart trial's cost")),
-        ("num_evals", b.num_evals, f"validation points at 1/{b.num_evals} .. {b.num_evals}/{b.num_evals} of the "
-         "budget (pruning steps)"),
+        *points(b),
         ("base_channels", net.base_channels, f"{kind}: {net.parameters / 1e6:.1f}M parameters"),
         ("channel_mult", list(net.channel_mult), f"resolutions {res} px: down to 8 px (4 at 32 px on a GPU)"),
         ("num_res_blocks", net.num_res_blocks, "residual blocks per resolution"),
@@ -187,13 +186,38 @@ def sampler_and_pruner(plan: Plan) -> list[str]:
     )  # fmt: skip
     return [
         *section("sampler", "how trials choose parameters", sampler),
-        *section("pruner", "how lagging trials are stopped early (docs/spec.md \"Pruners\")", [
-            ("name", "median", "stop a trial whose validation metric lags the median at the same point"),
-            ("startup_trials", 2, "complete trials before pruning starts"),
-            ("warmup_evals", 1 if gpu else 0, "evaluation points never pruned"),
-            ("spare_until_complete", 4, "until 4 trials are complete, one ahead of the baseline is never stopped"),
-        ]),
+        *section("pruner", "how lagging trials are stopped early (docs/spec.md \"Pruners\")", pruner(plan)),
     ]  # fmt: skip
+
+
+def points(b: Budget) -> list[Entry]:
+    if b.eval_spacing == "even":
+        k = b.num_evals
+        return [("num_evals", k, f"validation points at 1/{k} .. {k}/{k} of the budget (pruning steps)")]
+    first = eval_fractions(b.num_evals, b.eval_spacing)[0]
+    return [
+        ("num_evals", b.num_evals, "validation points (pruning steps)"),
+        ("eval_spacing", b.eval_spacing, f"at 1/{round(1 / first)}, ..., 1/4, 1/2, 1 of the budget: a trial "
+         f"stopped at the first costs 1/{round(1 / first)} of one"),
+    ]  # fmt: skip
+
+
+def pruner(plan: Plan) -> list[Entry]:
+    """Successive halving at doubling points, or the median at even ones (plan.POINTS says why)."""
+    guard = ("spare_until_complete", 4, "until 4 trials are complete, one ahead of the baseline is never stopped")
+    if plan.budget.eval_spacing == "doubling":
+        return [
+            ("name", "successive_halving", "at points 1, 2 and 4 (1/16, 1/8, 1/2 of the budget) keep the better half"),
+            ("min_resource", 1, "the first rung: the first evaluation point"),
+            ("reduction_factor", 2, "each rung keeps 1/2 of the trials that reached it"),
+            guard,
+        ]
+    return [
+        ("name", "median", "stop a trial whose validation metric lags the median at the same point"),
+        ("startup_trials", 2, "complete trials before pruning starts"),
+        ("warmup_evals", 0, "the first evaluation point may already prune"),
+        guard,
+    ]
 
 
 def search(plan: Plan) -> list[str]:
