@@ -165,8 +165,8 @@ def test_a_slow_starter_that_ends_best_is_lost_at_its_first_point_by_the_shipped
     pruner = make_pruner(spec)
     assert stopped_at(pruner, ORDINARY, SLOW_STARTER) == 1
     assert stopped_at(pruner, ORDINARY, ORDINARY[0]) is None  # the best of its rungs trains on
-    first = stopped_at(pruner, ORDINARY[:1], [0.80, 0.60, 0.50, 0.45, 0.40])  # ahead of the baseline, 1 complete
-    assert first is None  # the guard: until 4 trials are complete it is never stopped
+    ahead = [0.80, 0.60, 0.50, 0.45, 0.40]
+    assert stopped_at(pruner, ORDINARY[:1], ahead) is None  # ahead of the only complete trial, at every rung
     assert (
         stopped_at(make_pruner(dataclasses.replace(spec, pruner=PrunerSettings(name="none"))), ORDINARY, SLOW_STARTER)
         is None
