@@ -230,6 +230,19 @@ def test_doubling_evaluation_points_fall_at_halvings_of_the_budget_back_from_its
     assert [p.step for p in seen] == cfg.eval_steps() == [4, 8, 16, 32, 64]
 
 
+def test_a_checkpoint_written_before_eval_spacing_existed_still_resumes(digits8: ImageData, tmp_path: Path) -> None:
+    cfg, ckpt = tiny_config(kimg=1.6, batch_size=32, num_evals=2), tmp_path / "ckpt.pt"
+    with pytest.raises(TrainingStopped):  # stopped after its first point's checkpoint
+        train(cfg, digits8, checkpoint=ckpt, should_stop=ckpt.exists)
+    state = torch.load(ckpt, weights_only=True)
+    del state["config"]["eval_spacing"]  # as a worker before the upgrade wrote it
+    torch.save(state, ckpt)
+    resumed = train(cfg, digits8, checkpoint=ckpt)
+    assert resumed.eval_points == 1 and [p.index for p in resumed.history] == [1, 2]  # resumed, not restarted
+    with pytest.raises(ValueError, match="different configuration"):
+        train(cfg.replace(eval_spacing="doubling"), digits8, checkpoint=ckpt)  # a doubling run is another run
+
+
 def test_end_early_ends_the_run_at_an_evaluation_point_with_its_checkpoint_and_weights_for_good(
     digits8: ImageData, tmp_path: Path
 ) -> None:

@@ -54,6 +54,11 @@ class TrainingStopped(RuntimeError):
         super().__init__(f"stopped at step {step}")
 
 
+# Config fields added after checkpoints were written, with the value those runs had: a checkpoint
+# written before a worker's upgrade still resumes after it.
+ADDED_SINCE: dict[str, Any] = {"eval_spacing": "even"}
+
+
 @dataclass(frozen=True)
 class EvalPoint:
     index: int  # 1..K
@@ -313,7 +318,7 @@ class Trainer:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        if state["config"] != to_plain(self.cfg):
+        if {**ADDED_SINCE, **state["config"]} != to_plain(self.cfg):
             raise ValueError("checkpoint was written by a run with a different configuration; not resuming from it")
         self.model.load_state_dict(state["model"])
         self.ema.load_state_dict(state["ema"])
