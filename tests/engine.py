@@ -100,7 +100,8 @@ def engine() -> Iterator[Engine]:
 
 # Measured by sampling `df` through `make test-containers` (2026-12-06): the build's peak is 8.6 GB
 # (8.0 GiB: the 6.8 GB image, and its largest layer held twice while the classic builder commits it),
-# the stack's run adds nothing that shows; 1 GiB spare.
+# the stack's run adds nothing that shows; on a fresh machine the Debian base's tarball (0.6 GB,
+# cached in CACHE) comes first.
 ROOM_GIB = 9
 
 
