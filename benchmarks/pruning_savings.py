@@ -22,7 +22,6 @@ import argparse
 import math
 import statistics
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +39,9 @@ from benchmarks.common import (
     trained_kimg,
     write_result,
 )
-from benchmarks.tabular import NUM_EVALS, Measured, replay_trial
+from benchmarks.tabular import NUM_EVALS, Measured, View, replay_trial
 from hpo.analysis.record import PRUNING_METRIC, TrialRecord
 from hpo.service.pruning import make_pruner
-from hpo.spec.rules import EvalSpacing, eval_fractions
 from hpo.spec.spec import spec_from_dict
 
 PRUNERS: dict[str, dict[str, Any]] = {
@@ -56,22 +54,10 @@ PRUNERS: dict[str, dict[str, Any]] = {
 Outcome = list[tuple[int, float | None]]  # per trial: evaluation points trained, final FID (None if pruned)
 
 
-@dataclass(frozen=True)
-class Points:
-    """Every study's evaluation points (the replays take a trial with all of them as trained to the end)."""
-
-    num_evals: int = NUM_EVALS
-    spacing: EvalSpacing = "even"
-
-    @property
-    def fractions(self) -> tuple[float, ...]:
-        return eval_fractions(self.num_evals, self.spacing)
+POINTS = View(NUM_EVALS)  # every study's evaluation points (the replays take all of them as trained to the end)
 
 
-POINTS = Points()
-
-
-def base(trials: int, kimg: float, name: str, pruner: dict[str, Any], points: Points = POINTS) -> dict[str, Any]:
+def base(trials: int, kimg: float, name: str, pruner: dict[str, Any], points: View = POINTS) -> dict[str, Any]:
     """The study's spec at ``points``, so the real runs and the replays agree."""
     return spec_with(
         DIGITS,
@@ -115,14 +101,14 @@ def replay(raw: dict[str, Any], unpruned: list[FrozenTrial]) -> Outcome:
     return out
 
 
-def summary(out: Outcome, kimg: float, points: Points) -> tuple[float, float, int]:
+def summary(out: Outcome, kimg: float, points: View) -> tuple[float, float, int]:
     """(kimg trained, best FID, trials pruned)."""
     trained = sum(kimg * points.fractions[k - 1] for k, _ in out if k)
     finals = [v for _, v in out if v is not None]
     return trained, min(finals), sum(1 for _, v in out if v is None)
 
 
-def table(unpruned: Outcome, replays: dict[str, Outcome], kimg: float, points: Points) -> list[dict[str, Any]]:
+def table(unpruned: Outcome, replays: dict[str, Outcome], kimg: float, points: View) -> list[dict[str, Any]]:
     """One row per pruner, no pruning first: trials pruned, kimg trained, compute ratio against no
     pruning, best FID and its difference to no pruning's."""
     base_kimg, base_best, _ = summary(unpruned, kimg, points)
@@ -149,7 +135,7 @@ def seed_scores(unpruned: optuna.Study, kimg: float, folder: Path) -> list[float
     return seeds
 
 
-def measure(trials: int, kimg: float, real_name: str = "median", points: Points = POINTS) -> dict[str, Any]:
+def measure(trials: int, kimg: float, real_name: str = "median", points: View = POINTS) -> dict[str, Any]:
     """Run the studies and replays; the figures ``show`` prints, by name."""
     configs = draw_configurations(trials, lr_exponents=(-4, -1.5))
     evals = points.num_evals
@@ -207,7 +193,7 @@ def main() -> None:
     args = parser.parse_args()
     quiet()
     torch.set_num_threads(2)
-    result = measure(args.trials, args.kimg, args.real, Points(args.num_evals, args.spacing))
+    result = measure(args.trials, args.kimg, args.real, View(args.num_evals, args.spacing))
     show(result)
     write_result("pruning_savings", result)
 

@@ -83,9 +83,14 @@ class View:
     spacing: EvalSpacing = "even"
 
     @property
+    def fractions(self) -> tuple[float, ...]:
+        """The spec's evaluation points as shares of the budget."""
+        return eval_fractions(self.num_evals, self.spacing)
+
+    @property
     def indices(self) -> tuple[int, ...]:
         """1-based measured points (k/POINTS) at the spec's fractions of the budget."""
-        fractions = eval_fractions(self.num_evals, self.spacing)
+        fractions = self.fractions
         if any(abs(f * POINTS - round(f * POINTS)) > 1e-9 for f in fractions):
             raise ValueError(f"{self.label}: its points are not among the table's {POINTS}")
         return tuple(round(f * POINTS) for f in fractions)

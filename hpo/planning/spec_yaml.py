@@ -9,7 +9,7 @@ import yaml
 
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
 from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Budget, Plan, Scoring, epochs
-from hpo.spec.rules import MAX_EXTRAPOLATION, eval_fractions
+from hpo.spec.rules import MAX_EXTRAPOLATION, eval_points_words
 from hpo.spec.samplers import sampler_facts, spacing_facts
 
 # The CPU quickstart's winner (README: trial 4 of search_spaces/digits.yaml, classifier-FID 2.64 against
@@ -194,12 +194,10 @@ def points(b: Budget) -> list[Entry]:
     if b.eval_spacing == "even":
         k = b.num_evals
         return [("num_evals", k, f"validation points at 1/{k} .. {k}/{k} of the budget (pruning steps)")]
-    first = eval_fractions(b.num_evals, b.eval_spacing)[0]
     return [
         ("num_evals", b.num_evals, "validation points (pruning steps)"),
-        ("eval_spacing", b.eval_spacing, f"at 1/{round(1 / first)}, ..., 1/4, 1/2, 1 of the budget: a trial "
-         f"stopped at the first costs 1/{round(1 / first)} of one"),
-    ]  # fmt: skip
+        ("eval_spacing", b.eval_spacing, eval_points_words(b.num_evals, b.eval_spacing).split(", ", 1)[1]),
+    ]
 
 
 def pruner(plan: Plan) -> list[Entry]:
