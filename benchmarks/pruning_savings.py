@@ -1,5 +1,6 @@
 """What pruning buys: the same trials (drawn once from the digits search space and enqueued, so every
-study trains identical configurations with identical seeds) run without pruning and with the median
+study trains identical configurations with identical seeds, on digits or on photographs the replay
+tables never saw) run without pruning and with the median
 pruner, for real. Training is deterministic, so a pruned trial's curve is its unpruned curve cut
 short: every pruner (median, Hyperband, successive halving) is also replayed on the unpruned study's
 curves with the real Optuna pruner, and the median replay must agree exactly with the real median
@@ -8,10 +9,12 @@ best classifier-FID and compute ratio against no pruning; then retrains the unpr
 configuration with 2 other seeds, so each best FID is read against the seed-to-seed spread.
 
     .venv/bin/python -m benchmarks.pruning_savings [--trials 10] [--kimg 6] [--real median]
-        [--num-evals 4] [--spacing even]
+        [--num-evals 4] [--spacing even] [--dataset digits]
 
 ``--real`` names the pruner run for real (its replay must prune exactly the same trials);
-``--num-evals`` and ``--spacing`` place the evaluation points of every study (docs/spec.md).
+``--num-evals`` and ``--spacing`` place the evaluation points of every study (docs/spec.md);
+``--dataset photos`` trains on scikit-learn's two photographs cut in patches (``common.photo_folder``):
+a search space held out from the tabular replay, which measured digits and shapes.
 
 Goal: at least 2x less compute at a best FID within the seed-to-seed spread.
 """
@@ -22,6 +25,7 @@ import argparse
 import math
 import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ from benchmarks.common import (
     DIGITS,
     best_value,
     draw_configurations,
+    photo_folder,
     quiet,
     run_study,
     spec_with,
@@ -40,7 +45,7 @@ from benchmarks.common import (
     write_result,
 )
 from benchmarks.tabular import NUM_EVALS, Measured, View, replay_trial
-from hpo.analysis.record import PRUNING_METRIC, TrialRecord
+from hpo.records import PRUNING_METRIC, TrialRecord
 from hpo.service.pruning import make_pruner
 from hpo.spec.spec import spec_from_dict
 
@@ -55,12 +60,25 @@ Outcome = list[tuple[int, float | None]]  # per trial: evaluation points trained
 
 
 POINTS = View(NUM_EVALS)  # every study's evaluation points (the replays take all of them as trained to the end)
+PHOTOS = Path("/tmp/hpo-bench-cache")  # where the photographs' patches are cut once
+DATASETS: dict[str, Callable[[], dict[str, Any]]] = {
+    "digits": lambda: {"source": "digits"},
+    "photos": lambda: {"source": "folder", "path": str(photo_folder(PHOTOS))},
+}
 
 
-def base(trials: int, kimg: float, name: str, pruner: dict[str, Any], points: View = POINTS) -> dict[str, Any]:
-    """The study's spec at ``points``, so the real runs and the replays agree."""
+def base(
+    trials: int,
+    kimg: float,
+    name: str,
+    pruner: dict[str, Any],
+    points: View = POINTS,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The study's spec at ``points`` on ``data`` (digits by default), so the real runs and the replays agree."""
     return spec_with(
         DIGITS,
+        merge_data=data or {},
         merge_train={"kimg": kimg, "num_evals": points.num_evals, "eval_spacing": points.spacing},
         sampling={"guidance_scale": 2.0, "steps": 20},
         sampler={"name": "random", "seed": 0},
@@ -123,38 +141,41 @@ def table(unpruned: Outcome, replays: dict[str, Outcome], kimg: float, points: V
     return rows
 
 
-def seed_scores(unpruned: optuna.Study, kimg: float, folder: Path) -> list[float]:
+def seed_scores(unpruned: optuna.Study, kimg: float, folder: Path, data: dict[str, Any]) -> list[float]:
     """The unpruned study's best FID, then its best configuration's retrained with seeds 1 and 2."""
     winner = dict(unpruned.best_trial.params)
     seeds = [best_value(unpruned)]
     with_seed = {**DIGITS["search"], "seed": {"type": "categorical", "choices": [0, 1, 2]}}
     for seed in (1, 2):
-        raw = spec_with(base(1, kimg, f"seed-{seed}", {"name": "none"}), search=with_seed)
+        raw = spec_with(base(1, kimg, f"seed-{seed}", {"name": "none"}, data=data), search=with_seed)
         study, _ = run_study(raw, folder / f"s{seed}", enqueue=[{**winner, "seed": seed}])
         seeds.append(best_value(study))
     return seeds
 
 
-def measure(trials: int, kimg: float, real_name: str = "median", points: View = POINTS) -> dict[str, Any]:
+def measure(
+    trials: int, kimg: float, real_name: str = "median", points: View = POINTS, dataset: str = "digits"
+) -> dict[str, Any]:
     """Run the studies and replays; the figures ``show`` prints, by name."""
     configs = draw_configurations(trials, lr_exponents=(-4, -1.5))
     evals = points.num_evals
+    data = DATASETS[dataset]()
     with tempfile.TemporaryDirectory() as tmp:
-        none_raw = base(trials, kimg, "prune-none", {"name": "none"}, points)
+        none_raw = base(trials, kimg, "prune-none", {"name": "none"}, points, data)
         none, _ = run_study(none_raw, Path(tmp) / "n", enqueue=configs)
-        real_raw = base(trials, kimg, f"prune-{real_name}", PRUNERS[real_name], points)
+        real_raw = base(trials, kimg, f"prune-{real_name}", PRUNERS[real_name], points, data)
         real_study, _ = run_study(real_raw, Path(tmp) / "m", enqueue=configs)
         unpruned = none.get_trials(deepcopy=False)
         real = outcome(real_study.get_trials(deepcopy=False), evals)
         replays = {
-            name: replay(base(trials, kimg, f"prune-{name}", p, points), unpruned) for name, p in PRUNERS.items()
+            name: replay(base(trials, kimg, f"prune-{name}", p, points, data), unpruned) for name, p in PRUNERS.items()
         }
         assert [k for k, _ in replays[real_name]] == [k for k, _ in real], (replays[real_name], real)
-        seeds = seed_scores(none, kimg, Path(tmp))
+        seeds = seed_scores(none, kimg, Path(tmp), data)
         eval_seconds = [TrialRecord.of(t).number("eval_seconds") for t in unpruned]
         train_seconds = [TrialRecord.of(t).number("train_seconds") for t in unpruned]
     return {
-        "dataset": DIGITS["data"]["source"], "image_size": DIGITS["data"]["image_size"], "trials": trials,
+        "dataset": dataset, "image_size": DIGITS["data"]["image_size"], "trials": trials,
         "kimg": kimg, "num_evals": evals, "eval_spacing": points.spacing, "real": real_name,
         "real_kimg": sum(trained_kimg(t) for t in real_study.get_trials(deepcopy=False)),
         "pruners": table(outcome(unpruned, evals), replays, kimg, points),
@@ -166,7 +187,8 @@ def measure(trials: int, kimg: float, real_name: str = "median", points: View = 
 def show(r: dict[str, Any]) -> None:
     trials = r["trials"]
     print(
-        f"{trials} enqueued trials, digits 16 px, {r['kimg']:g} kimg each, {r['num_evals']} evaluation points "
+        f"{trials} enqueued trials, {r['dataset']} {r['image_size']} px, {r['kimg']:g} kimg each, "
+        f"{r['num_evals']} evaluation points "
         f"({r['eval_spacing']}: {r['eval_share_of_training']:.1%} of the unpruned trials' training time)"
     )
     print(
@@ -190,12 +212,13 @@ def main() -> None:
     parser.add_argument("--real", default="median", choices=sorted(PRUNERS))
     parser.add_argument("--num-evals", type=int, default=NUM_EVALS)
     parser.add_argument("--spacing", default="even", choices=["even", "doubling"])
+    parser.add_argument("--dataset", default="digits", choices=sorted(DATASETS))
     args = parser.parse_args()
     quiet()
     torch.set_num_threads(2)
-    result = measure(args.trials, args.kimg, args.real, View(args.num_evals, args.spacing))
+    result = measure(args.trials, args.kimg, args.real, View(args.num_evals, args.spacing), args.dataset)
     show(result)
-    write_result("pruning_savings", result)
+    write_result("pruning_savings" if args.dataset == "digits" else f"pruning_savings_{args.dataset}", result)
 
 
 if __name__ == "__main__":
