@@ -21,9 +21,9 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import TrialRecord
 from hpo.commands.json_out import json_safe
 from hpo.files import atomic_write
+from hpo.records import TrialRecord
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions

@@ -39,7 +39,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
 from benchmarks.tabular import POINTS, Measured, Table, View, build, cell_key, replay_trial
-from hpo.analysis.record import BASELINE_ATTR
+from hpo.records import BASELINE_ATTR
 from hpo.service.pruning import SpareAheadOfBaseline, make_pruner
 from hpo.spec.rules import eval_fractions
 from hpo.spec.spec import Spec, spec_from_dict

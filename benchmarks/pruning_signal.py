@@ -28,7 +28,7 @@ from scipy.stats import spearmanr
 
 from benchmarks.common import DIGITS, quiet, run_study, spec_with, write_result
 from hpo.analysis.ranking import score_of
-from hpo.analysis.record import TrialRecord
+from hpo.records import TrialRecord
 
 Metrics = dict[str, float]
 NUM_EVALS = 4

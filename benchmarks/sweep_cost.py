@@ -19,7 +19,7 @@ import optuna
 import torch
 
 from benchmarks.common import DIGITS, best_value, draw_configurations, quiet, run_study, spec_with, write_result
-from hpo.analysis.record import TrialRecord
+from hpo.records import TrialRecord
 from hpo.scoring.score import make_scorer
 from hpo.spec.spec import spec_from_dict
 from hpo.training.data import load_data

@@ -171,7 +171,7 @@ def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured
     """One training run and its score, in a worker process with one thread."""
     import torch
 
-    from hpo.analysis.record import PRUNING_METRIC
+    from hpo.records import PRUNING_METRIC
     from hpo.scoring.progress import ProgressProbe
     from hpo.scoring.score import make_scorer
     from hpo.spec.config import DataConfig, ScoreConfig, TrainConfig

@@ -149,8 +149,8 @@ def test_a_split_that_leaves_no_final_run_is_one_line_and_creates_nothing(images
 
 
 def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None:
-    from hpo.analysis.record import TrialRecord
     from hpo.commands.run_phases import trained_words
+    from hpo.records import TrialRecord
 
     curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
     assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
@@ -173,8 +173,8 @@ def test_the_final_run_ends_at_the_first_point_whose_curve_reads_as_copying() ->
 
 
 def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none_within_the_noise() -> None:
-    from hpo.analysis.record import TrialRecord
     from hpo.commands.run_phases import bigger_budget
+    from hpo.records import TrialRecord
 
     def said(scores: list[float]) -> str:
         curve = {str(i): {"kimg": 5.0 * i, "score": s} for i, s in enumerate(scores, start=1)}

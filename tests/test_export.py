@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from PIL import Image
 from safetensors.torch import load_file
 
-from hpo.analysis.record import (
+from hpo.records import (
     FLOOR_ATTR,
     METRIC_NAME_ATTR,
     NOISE_ATTR,

@@ -65,7 +65,7 @@ def test_the_floor_is_measured_once_per_study_and_stored_on_it() -> None:
 
     import optuna
 
-    from hpo.analysis.record import FLOOR_ATTR
+    from hpo.records import FLOOR_ATTR
     from hpo.service.objective import _ensure_floor
 
     measured: list[int] = []

@@ -10,10 +10,10 @@ import numpy as np
 import optuna
 import pytest
 
-from hpo.analysis.record import FLOOR_ATTR, LADDER
 from hpo.commands.confirm import parse_budgets
 from hpo.companions.ladder import ladder_verdict
 from hpo.errors import HpoError
+from hpo.records import FLOOR_ATTR, LADDER
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec

@@ -12,7 +12,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from hpo.analysis.record import DATA_ATTR, FLOOR_ATTR
+from hpo.records import DATA_ATTR, FLOOR_ATTR
 from tests.browser import browse
 from tests.service_helpers import study_report
 from tests.study_builders import add, new_study, planted_sweep, random_params

@@ -141,8 +141,8 @@ def test_confirmation_verdicts_say_what_the_seeds_say(
     ],
 )
 def test_every_score_is_read_against_where_real_images_land(tmp_path: Path, floor: float, expected: str) -> None:
-    from hpo.analysis.record import FLOOR_ATTR
     from hpo.commands.status import status_text
+    from hpo.records import FLOOR_ATTR
 
     study = new_study(tmp_path, "scaled")
     rng = np.random.default_rng(5)

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.analysis.record import BASELINE_ATTR
+from hpo.records import BASELINE_ATTR
 from hpo.service.pruning import make_pruner
 from hpo.service.study import (
     AUTO_GP_UP_TO,

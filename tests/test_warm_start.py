@@ -10,8 +10,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.analysis.record import CARRIED_ATTR
 from hpo.errors import HpoError
+from hpo.records import CARRIED_ATTR
 from hpo.service.space import distributions, suggest
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, make_sampler, progress

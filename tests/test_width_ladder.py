@@ -11,11 +11,11 @@ import numpy as np
 import optuna
 import pytest
 
-from hpo.analysis.record import WIDTHS
 from hpo.commands.confirm import parse_widths
 from hpo.companions.widths import create as create_width_companion
 from hpo.companions.widths import lr_grid, width_verdict, widths_of
 from hpo.errors import HpoError
+from hpo.records import WIDTHS
 from hpo.service.space import suggest
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec

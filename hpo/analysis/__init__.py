@@ -2,5 +2,5 @@
 and the records its trials store with what is said about them (what ``hpo status``, ``narrow`` and
 ``report`` read without importing torch).
 
-May import: ``hpo.spec``, ``hpo.errors``, ``hpo.files``.
+May import: ``hpo.spec``, ``hpo.records``, ``hpo.errors``, ``hpo.files``.
 """

@@ -19,7 +19,7 @@ import optuna
 from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import PRUNING_METRIC, TrialRecord, named
+from hpo.records import PRUNING_METRIC, TrialRecord, named
 from hpo.spec.sampling import SAMPLING_FIELDS
 
 MIN_TRIALS = 10  # below this, importances are a hint, not a ranking

@@ -20,8 +20,8 @@ from optuna.trial import FrozenTrial
 
 from hpo.analysis.importance import Importances, common_eval_point, importances, score_target, validation_target
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import PRUNING_METRIC, named
 from hpo.errors import HpoError
+from hpo.records import PRUNING_METRIC, named
 from hpo.spec.loading import set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec

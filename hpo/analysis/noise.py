@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import TrialRecord
 from hpo.analysis.seeds import TIE_SDS, tied
+from hpo.records import TrialRecord
 
 
 @dataclass(frozen=True)

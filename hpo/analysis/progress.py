@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hpo.analysis.noise import Noise
-from hpo.analysis.record import worst_copy
+from hpo.records import worst_copy
 
 Space = Literal["pixels", "features"]
 

@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import curve_fit
 
 from hpo.analysis.noise import Noise
-from hpo.analysis.record import worst_copy
+from hpo.records import worst_copy
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 MIN_POINTS = 3

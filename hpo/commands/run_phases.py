@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
 from hpo.commands.outputs import write_output
 from hpo.errors import HpoError
+from hpo.records import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
 from hpo.run.budget import duration
 from hpo.run.ledger import Decisions, Ledger
 from hpo.run.split import (

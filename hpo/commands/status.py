@@ -19,9 +19,9 @@ from hpo.analysis.hardware import HardwareSummary, hardware_of
 from hpo.analysis.noise import noise_of
 from hpo.analysis.placement import Placement
 from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
-from hpo.analysis.record import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
+from hpo.records import PRUNING_METRIC, StudyRecord, TrialRecord
 from hpo.run.ledger import Ledger
 from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
 from hpo.service.storage import open_storage

@@ -14,12 +14,12 @@ from typing import Any
 
 from hpo.analysis.noise import pair_sd
 from hpo.analysis.progress import Floor, copy_floor_of, eval_point_text, fidelity_text
-from hpo.analysis.record import TrainRecord, TrialRecord, last_entry
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
+from hpo.records import TrainRecord, TrialRecord, last_entry
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point
 from hpo.scoring.score import Scorer, make_scorer, preflight

@@ -7,7 +7,7 @@ Adding a kind: a module with a ``Kind`` object (create, read into a ``Reading``:
 report's blocks) and its pure verdict in ``hpo.analysis``, then one line in :data:`KINDS` and its flag in
 :attr:`~hpo.companions.base.Request.kind`.
 
-May import: ``hpo.service``, ``hpo.analysis``, ``hpo.spec``, ``hpo.diffusion`` (to size a width),
+May import: ``hpo.service``, ``hpo.records``, ``hpo.analysis``, ``hpo.spec``, ``hpo.diffusion`` (to size a width),
 ``hpo.training``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.errors``, ``hpo.files``. Never
 ``hpo.report``, ``hpo.commands`` or ``hpo.cli``.
 """

@@ -15,9 +15,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.confirmation import Confirmed
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import SOURCE_STUDY_ATTR, StudyRecord, TrialRecord
 from hpo.companions.blocks import Block
 from hpo.errors import HpoError
+from hpo.records import SOURCE_STUDY_ATTR, StudyRecord, TrialRecord
 from hpo.service.study import create_or_resume, require_spec
 from hpo.service.trials import own_trials
 from hpo.spec.spec import spec_from_dict

@@ -16,7 +16,6 @@ import optuna
 from optuna.storages import RDBStorage
 
 from hpo.analysis.confirmation import NOT_RANKED, Confirmed, Verdict, confirmation_verdict
-from hpo.analysis.record import CONFIRMED_BY, StudyRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.companions.base import (
     Request,
@@ -28,6 +27,7 @@ from hpo.companions.base import (
     seed_choices,
 )
 from hpo.companions.blocks import Block, NextStep, Paragraph, Table
+from hpo.records import CONFIRMED_BY, StudyRecord, companion_attrs
 from hpo.service.study import require_spec
 from hpo.spec.params import candidates
 

@@ -22,13 +22,13 @@ from hpo.analysis.budget_ladder import CurvePoint, Ladder, copy_floor_text, curv
 from hpo.analysis.budget_ladder import rung as ladder_rung
 from hpo.analysis.confirmation import NOT_RANKED
 from hpo.analysis.progress import copy_floor_of
-from hpo.analysis.record import LADDER, LADDER_BY, StudyRecord, TrialRecord, worst_copy
 from hpo.analysis.stopping import Point, forecast, stop_verdict
 from hpo.analysis.tables import table
 from hpo.companions import confirm
 from hpo.companions.base import Request, companion_name, confirmed_results, finished_count
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.companions.confirm import configuration_json
+from hpo.records import LADDER, LADDER_BY, StudyRecord, TrialRecord, worst_copy
 from hpo.service.study import require_spec
 
 

@@ -18,7 +18,6 @@ import plotly.graph_objects as go
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
 from hpo.analysis.tables import table
 from hpo.analysis.transfer import TransferRun
 from hpo.analysis.width_ladder import ConfigTransfer, WidthLadder, width_ladder
@@ -33,6 +32,7 @@ from hpo.companions.base import (
 )
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.errors import HpoError
+from hpo.records import WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
 from hpo.service.study import require_spec
 from hpo.spec.params import candidates
 

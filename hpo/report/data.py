@@ -17,8 +17,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.noise import Noise, noise_of
 from hpo.analysis.ranking import best_first, score_of
-from hpo.analysis.record import TrialRecord
 from hpo.analysis.sweep import ComboScore, Stage
+from hpo.records import TrialRecord
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims

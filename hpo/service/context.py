@@ -14,7 +14,7 @@ import torch
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from PIL import Image
 
-from hpo.analysis.record import REAL_GRID_ATTR, StudyRecord
+from hpo.records import REAL_GRID_ATTR, StudyRecord
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import Scorer, make_scorer
 from hpo.service.names import path_component, tensorboard_root

@@ -6,8 +6,8 @@ from __future__ import annotations
 import optuna
 
 from hpo.analysis.frontier import Frontier, trial_frontier
-from hpo.analysis.record import StudyRecord, TrialRecord
 from hpo.analysis.sweep import ComboScore
+from hpo.records import StudyRecord, TrialRecord
 from hpo.service.study import stored_spec
 from hpo.service.trials import own_trials
 

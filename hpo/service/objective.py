@@ -21,7 +21,10 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.analysis.noise import noise_estimates, pair_sd, pooled
-from hpo.analysis.record import (
+from hpo.analysis.sweep import ComboScore
+from hpo.diffusion.network import ProtocolError
+from hpo.errors import ConfigError
+from hpo.records import (
     BUDGET_KIMG_ATTR,
     CHECKPOINT_ATTR,
     CURVE_ATTR,
@@ -40,9 +43,6 @@ from hpo.analysis.record import (
     StudyRecord,
     TrialRecord,
 )  # fmt: skip
-from hpo.analysis.sweep import ComboScore
-from hpo.diffusion.network import ProtocolError
-from hpo.errors import ConfigError
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import record_point
 from hpo.scoring.score import score

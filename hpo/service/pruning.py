@@ -10,7 +10,7 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.record import TrialRecord
+from hpo.records import TrialRecord
 from hpo.spec.spec import Spec
 
 

@@ -15,8 +15,8 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo import __version__
-from hpo.analysis.record import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATTR, StudyRecord
 from hpo.errors import ConfigError, HpoError
+from hpo.records import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATTR, StudyRecord
 from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
 from hpo.service.storage import ResilientStorage, open_storage

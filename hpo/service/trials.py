@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.hardware import hardware_of, rss_leak
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
+from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.service.optuna_internals import frozen
 
 REASONS = {

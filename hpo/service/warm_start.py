@@ -29,8 +29,8 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hpo.analysis.ranking import best_first
-from hpo.analysis.record import CARRIED_ATTR, WARM_START_ATTR, named
 from hpo.errors import ConfigError, HpoError
+from hpo.records import CARRIED_ATTR, WARM_START_ATTR, named
 from hpo.service.space import distributions
 from hpo.service.study import enqueue_baseline
 from hpo.service.trials import own_trials

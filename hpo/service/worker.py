@@ -23,7 +23,7 @@ from types import FrameType
 
 import optuna
 
-from hpo.analysis.record import RAN_ON_ATTR, REPORTED_ATTR, SPEC_ATTR, StudyRecord
+from hpo.records import RAN_ON_ATTR, REPORTED_ATTR, SPEC_ATTR, StudyRecord
 from hpo.scoring.score import preflight
 from hpo.service.context import StudyContext
 from hpo.service.db_errors import is_storage_error

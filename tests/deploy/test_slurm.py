@@ -16,8 +16,8 @@ import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.placement import Placement
-from hpo.analysis.record import TrialRecord
 from hpo.commands.slurm import SlurmJob, job_script, write_job
+from hpo.records import TrialRecord
 from hpo.service.storage import open_storage
 from hpo.service.study import progress
 from hpo.service.trials import retried_numbers, root_number

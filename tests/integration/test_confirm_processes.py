@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from hpo.analysis.record import FLOOR_ATTR, LADDER
+from hpo.records import FLOOR_ATTR, LADDER
 from tests.service_helpers import hpo, write_spec
 
 

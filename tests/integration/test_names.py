@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hpo.analysis.record import SPEC_ATTR
+from hpo.records import SPEC_ATTR
 from hpo.report.render import report_path
 from hpo.service.names import path_component
 from hpo.service.storage import open_storage

@@ -14,7 +14,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 from sqlalchemy import text
 
-from hpo.analysis.record import ENDING_ATTRS
+from hpo.records import ENDING_ATTRS
 from hpo.service.startlock import StartLock
 from hpo.service.storage import open_storage
 from hpo.service.study import RETRY_GRACE, progress

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from hpo.analysis.placement import Placement
-from hpo.analysis.record import TrialRecord
 from hpo.commands.worker import Slot, local_gpus, parse_gpus, worker_argv, worker_slots
 from hpo.errors import HpoError
+from hpo.records import TrialRecord
 from hpo.service.placement import host_gpu_id, placement_here
 from hpo.service.storage import open_storage
 from hpo.service.urls import resolve_url
@@ -72,7 +72,7 @@ def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_proce
     import optuna
     from optuna.trial import TrialState
 
-    from hpo.analysis.record import CARRIED_ATTR
+    from hpo.records import CARRIED_ATTR
     from hpo.service.storage import open_storage
     from tests.service_helpers import hpo, start_worker, write_spec
 

@@ -1,0 +1,204 @@
+"""A trial's stored attributes, typed (``TrialRecord``), a companion trial's (``companion_attrs``), and
+a trial read under its parameters' current names (``named``, ``named_study``)."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.records.curve import last_entry
+from hpo.records.keys import (
+    BASELINE_ATTR,
+    BUDGET_KIMG_ATTR,
+    CARRIED_ATTR,
+    CHECKPOINT_ATTR,
+    CURVE_ATTR,
+    EMA_SNAPSHOTS_ATTR,
+    ENDING_ATTRS,
+    FAIL_REASON_ATTR,
+    FID_REPEAT_ATTR,
+    FIDELITY_KEYS,
+    GRIDS_ATTR,
+    HARDWARE_ATTR,
+    NOISE_ATTR,
+    RAN_ON_ATTR,
+    SAMPLES_ATTR,
+    SOURCE_TRIAL_ATTR,
+    STATISTIC_ATTR,
+    STOPPED_AT_ATTR,
+    SWEEP_ATTR,
+    WATCH_SAMPLING_ATTR,
+)
+from hpo.records.payload import Stored, as_mapping, as_number
+from hpo.spec.sampling import RENAMED, SamplingConfig, current_names
+
+
+class TrialRecord(Stored):
+    """A trial's stored attributes, typed: absent or malformed fields read as None (or empty)."""
+
+    @classmethod
+    def current(cls, t: FrozenTrial) -> TrialRecord:
+        """This attempt's attributes: a waiting retry shows none of its predecessor's."""
+        return cls({} if t.state == TrialState.WAITING else t.user_attrs)
+
+    def number(self, key: str) -> float:
+        """A numeric field of the run record (``RunRecord``'s keys, e.g. train_seconds); 0 when absent."""
+        return as_number(self.attrs.get(key)) or 0.0
+
+    @property
+    def baseline(self) -> bool:
+        return bool(self.attrs.get(BASELINE_ATTR))
+
+    @property
+    def carried_from(self) -> str | None:
+        raw = self.attrs.get(CARRIED_ATTR)
+        return None if raw is None else str(raw)
+
+    @property
+    def source_trial(self) -> int | None:
+        raw = self.attrs.get(SOURCE_TRIAL_ATTR)
+        return int(raw) if isinstance(raw, int) else None
+
+    @property
+    def sampling_dict(self) -> dict[str, Any] | None:
+        return as_mapping(self.attrs.get("sampling"))
+
+    @property
+    def sampling(self) -> SamplingConfig | None:
+        """The sweep's best guidance / DDIM-step combination."""
+        raw = self.sampling_dict
+        return SamplingConfig.from_dict(raw) if raw else None
+
+    @property
+    def statistic(self) -> dict[str, Any] | None:
+        """What the value is (count, features, bias correction, how it was picked); None for trials
+        stored before it was kept."""
+        return as_mapping(self.attrs.get(STATISTIC_ATTR))
+
+    @property
+    def watch_sampling(self) -> SamplingConfig | None:
+        raw = as_mapping(self.attrs.get(WATCH_SAMPLING_ATTR))
+        return SamplingConfig.from_dict(raw) if raw else None
+
+    @property
+    def curve(self) -> dict[str, dict[str, float]]:
+        return {
+            str(k): dict(v) for k, v in (as_mapping(self.attrs.get(CURVE_ATTR)) or {}).items() if isinstance(v, dict)
+        }
+
+    def last_point(self, key: str) -> float | None:
+        """``key`` at the trial's last evaluation point, if it reached one."""
+        last = last_entry(self.curve)
+        return as_number(last.get(key)) if last is not None else None
+
+    @property
+    def grids(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (as_mapping(self.attrs.get(GRIDS_ATTR)) or {}).items()}
+
+    @property
+    def sweep(self) -> list[dict[str, Any]]:
+        return [dict(d) for d in self.attrs.get(SWEEP_ATTR) or [] if isinstance(d, dict)]
+
+    def combination_seconds(self, sampling: SamplingConfig | None) -> float:
+        """Seconds the sweep spent scoring ``sampling`` (its screen and its completion: the full count);
+        0 when it was not scored."""
+        rows = [d for d in self.sweep if SamplingConfig.from_dict(d) == sampling]
+        return sum(as_number(d.get("seconds")) or 0.0 for d in rows)
+
+    @property
+    def budget_kimg(self) -> float | None:
+        return as_number(self.attrs.get(BUDGET_KIMG_ATTR))
+
+    @property
+    def stopped_at_kimg(self) -> float | None:
+        return as_number(self.attrs.get(STOPPED_AT_ATTR))
+
+    @property
+    def fail_reason(self) -> str | None:
+        raw = self.attrs.get(FAIL_REASON_ATTR)
+        return str(raw) if raw else None
+
+    @property
+    def samples(self) -> str | None:
+        raw = self.attrs.get(SAMPLES_ATTR)
+        return str(raw) if raw else None
+
+    @property
+    def checkpoint(self) -> str | None:
+        raw = self.attrs.get(CHECKPOINT_ATTR)
+        return str(raw) if raw else None
+
+    @property
+    def num_parameters(self) -> int:
+        raw = as_number(self.attrs.get("num_parameters"))
+        return int(raw) if raw is not None else 0
+
+    @property
+    def kid(self) -> float | None:
+        return as_number(self.attrs.get("kid"))
+
+    @property
+    def noise(self) -> float | None:
+        """This trial's estimate of a score's standard deviation (its repeated pair)."""
+        return as_number(self.attrs.get(NOISE_ATTR))
+
+    @property
+    def repeated(self) -> bool:
+        return FID_REPEAT_ATTR in self.attrs
+
+    @property
+    def ema_snapshots(self) -> dict[str, Any] | None:
+        return as_mapping(self.attrs.get(EMA_SNAPSHOTS_ATTR))
+
+    @property
+    def hardware(self) -> dict[str, Any] | None:
+        return as_mapping(self.attrs.get(HARDWARE_ATTR))
+
+    @property
+    def ran_on(self) -> dict[str, Any] | None:
+        return as_mapping(self.attrs.get(RAN_ON_ATTR))
+
+    @property
+    def fidelity(self) -> dict[str, float]:
+        """Precision, recall and class accuracy, where stored (``analysis.progress.fidelity_text`` reads them)."""
+        return {k: v for k in FIDELITY_KEYS if (v := as_number(self.attrs.get(k))) is not None}
+
+    def without_ending(self) -> dict[str, Any]:
+        """The attributes a retry inherits: all but how this attempt ended."""
+        return {k: v for k, v in self.attrs.items() if k not in ENDING_ATTRS}
+
+
+def companion_attrs(source: FrozenTrial, *, watch: bool) -> dict[str, Any]:
+    """A companion trial's attributes: which source trial it re-runs, whether that was a baseline and
+    (a confirmation or ladder, ``watch``) the sampling the source found best."""
+    record = TrialRecord.of(source)
+    attrs: dict[str, Any] = {SOURCE_TRIAL_ATTR: source.number, BASELINE_ATTR: record.baseline}
+    if watch:
+        attrs[WATCH_SAMPLING_ATTR] = record.sampling_dict
+    return attrs
+
+
+def named(t: FrozenTrial) -> FrozenTrial:
+    """``t`` with a parameter stored under a setting's former name (``ddim_steps``) under its name."""
+    if not set(t.params) & set(RENAMED):
+        return t
+    renamed = copy.copy(t)
+    renamed.params, renamed.distributions = current_names(t.params), current_names(t.distributions)
+    return renamed
+
+
+def named_study(study: optuna.Study) -> optuna.Study:
+    """``study`` itself, or, where a trial stored a parameter under a former name, an in-memory copy
+    whose trials use the current names (for Optuna's own plots, which read parameters by name)."""
+    trials = study.get_trials(deepcopy=False)
+    if not any(set(t.params) & set(RENAMED) for t in trials):
+        return study
+    copied = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=study.directions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        copied.add_trials([named(t) for t in trials])
+    return copied
