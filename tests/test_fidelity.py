@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from hpo.analysis.progress import fidelity_text
+from hpo.records import FloorRecord
 from hpo.scoring.fidelity import RealManifold, matched_reference, precision_recall
 
 RNG = np.random.default_rng(0)
@@ -48,7 +49,10 @@ def test_the_reference_is_matched_to_the_sample_count_the_same_way_every_time() 
 
 
 def test_the_second_signal_is_read_beside_real_images() -> None:
-    floor = {"precision": 0.91, "recall": 0.89, "class_accuracy": 0.96}
+    floor = FloorRecord(
+        score=3.0, score_sd=0.1, num_images=256, copy_pixels=0.0, copy_pixels_high=0.01, copy_features=0.0,
+        copy_features_high=0.02, precision=0.91, recall=0.89, class_accuracy=0.96,
+    )  # fmt: skip
     text = fidelity_text({"precision": 0.82, "recall": 0.64, "class_accuracy": 0.73}, floor)
     assert text == (
         "precision 0.82, recall 0.64 (real images: 0.91, 0.89); "
@@ -65,7 +69,7 @@ def test_the_floor_is_measured_once_per_study_and_stored_on_it() -> None:
 
     import optuna
 
-    from hpo.records import FLOOR_ATTR
+    from hpo.records import StudyRecord
     from hpo.service.objective import _ensure_floor
 
     measured: list[int] = []
@@ -74,10 +78,12 @@ def test_the_floor_is_measured_once_per_study_and_stored_on_it() -> None:
         @property
         def floor(self) -> SimpleNamespace:
             measured.append(1)
-            return SimpleNamespace(as_dict=lambda: {"score": 0.7, "precision": 0.9})
+            return SimpleNamespace(record=lambda: FloorRecord(0.7, 0.1, 64, 0.0, 0.01, 0.0, 0.01, precision=0.9))
 
     study = optuna.create_study()
     ctx = SimpleNamespace(get_progress=Probe)
     for _ in range(3):
         _ensure_floor(study.ask(), ctx)  # type: ignore[arg-type]
-    assert measured == [1] and study.user_attrs[FLOOR_ATTR] == {"score": 0.7, "precision": 0.9}
+    assert measured == [1] and StudyRecord.of(study).floor == FloorRecord(
+        0.7, 0.1, 64, 0.0, 0.01, 0.0, 0.01, precision=0.9
+    )

@@ -4,8 +4,10 @@ names an attribute key as a string; everything else goes through TrialRecord / S
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import optuna
 import pytest
@@ -19,9 +21,15 @@ from hpo.records import (
     LADDER,
     SOURCE_TRIAL_ATTR,
     WATCH_SAMPLING_ATTR,
+    DataSummary,
+    FloorRecord,
+    LadderPlan,
+    Payload,
     RunRecord,
+    StopVerdict,
     StudyRecord,
     TrialRecord,
+    WidthPlan,
     companion_attrs,
     worst_copy,
 )
@@ -197,7 +205,9 @@ def test_a_study_record_reads_its_plan_and_says_which_companion_lacks_one() -> N
     record = StudyRecord.of(study)
     assert record.noise_sd == 1.5 and record.floor is None and not record.has(LADDER)
     with pytest.raises(HpoError, match="hpo_ladder"):
-        record.plan(LADDER)
+        _ = record.ladder_plan
+    study.set_user_attr(LADDER, LadderPlan(4.0, (1, 2, 4)).as_dict())
+    assert StudyRecord.of(study).ladder_plan == LadderPlan(4.0, (1, 2, 4))
     assert math.isclose(StudyRecord({"fid_noise": {"sd": 2}}).noise_sd or 0.0, 2.0)
 
 
@@ -205,3 +215,84 @@ def test_the_worse_copy_share_is_read_from_either_space_and_none_when_neither_wa
     entry = {"kimg": 1.0, "copy_pixels": 0.02, "copy_pixels_low": 0.01, "copy_features": 0.05}
     assert worst_copy(entry) == 0.05 and worst_copy(entry, "_low") == 0.01  # features have no interval here
     assert worst_copy({"copy_features_high": 0.3}, "_high") == 0.3 and worst_copy({"kimg": 1.0}) is None
+
+
+PAYLOADS: tuple[type[Payload], ...] = (DataSummary, FloorRecord, LadderPlan, WidthPlan, StopVerdict)
+# Payload fields whose names other readers use for other things (a curve entry's score, a spec's
+# image_size, a sweep row's kind): the guard below cannot tell those reads from a payload's.
+SHARED_NAMES = {"score", "kid", "precision", "recall", "class_accuracy", "copy_pixels", "copy_features", "kind",
+                "text", "train", "classes", "channels", "image_size"}  # fmt: skip
+
+
+def payload_keys() -> set[str]:
+    return {f.name for kind in PAYLOADS for f in dataclasses.fields(kind)} - SHARED_NAMES
+
+
+def payload_reads(path: Path, keys: set[str]) -> list[str]:
+    """``x["key"]`` and ``x.get("key")`` for a payload field's name: a stored payload read by string key
+    instead of through its type."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            key = node.args[0].value
+        if key in keys:
+            found.append(f"{path.name}:{getattr(node, 'lineno', 0)} reads the payload key {key!r} as a string")
+    return found
+
+
+def test_no_module_but_the_records_reads_a_stored_payload_by_string_key() -> None:
+    keys = payload_keys()
+    assert {"base_kimg", "budgets", "factors", "num_images", "since_kimg", "held_out"} <= keys
+    found = [line for path in outside_records() for line in payload_reads(path, keys)]
+    assert not found, "\n".join(found)
+
+
+def test_the_payload_guard_finds_a_plan_read_by_hand(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f(plan, floor):\n    return plan['base_kimg'], floor.get('num_images', 0), plan['x']\n")
+    assert payload_reads(planted, payload_keys()) == [
+        "planted.py:2 reads the payload key 'base_kimg' as a string",
+        "planted.py:2 reads the payload key 'num_images' as a string",
+    ]
+
+
+def test_a_payload_writes_its_fields_and_reads_them_back() -> None:
+    plan = WidthPlan((0.5, 1.0, 2.0), 3)
+    assert plan.as_dict() == {"factors": [0.5, 1.0, 2.0], "lrs": 3}  # JSON's lists
+    assert WidthPlan.from_dict(plan.as_dict()) == plan
+    stop = StopVerdict("plateau", "plateaued since 8 kimg", since_kimg=8.0)
+    assert stop.as_dict() == {"kind": "plateau", "text": "plateaued since 8 kimg", "since_kimg": 8.0}
+    assert StopVerdict.from_dict(stop.as_dict()) == stop
+
+
+def test_a_payload_reads_what_another_release_stored_and_names_what_is_missing() -> None:
+    class Renamed(LadderPlan):
+        FORMER: ClassVar[dict[str, str]] = {"base": "base_kimg"}
+
+    assert Renamed.from_dict({"base": 4, "budgets": [1, 2], "added_later": True}) == Renamed(4, (1, 2))
+    with pytest.raises(HpoError, match="LadderPlan lacks budgets"):
+        LadderPlan.from_dict({"base_kimg": 4})
+    assert LadderPlan.read({"base_kimg": 4}) is None and LadderPlan.read("4") is None and LadderPlan.read(None) is None
+
+
+def test_a_floor_stored_by_the_current_release_reads_as_its_record() -> None:
+    stored = {  # Floor.as_dict() as 0.x releases wrote it (a study in a database keeps it)
+        "precision": 0.9, "recall": 0.8, "score": 3.2, "score_sd": 0.2, "num_images": 256, "copy_pixels": 0.0,
+        "copy_pixels_high": 0.012, "copy_features": 0.004, "copy_features_high": 0.02,
+    }  # fmt: skip
+    floor = StudyRecord({"floor": stored}).floor
+    assert floor is not None and floor.score == 3.2 and floor.num_images == 256 and floor.kid is None
+    assert floor.copy_high == 0.02 and floor.fidelity == {"precision": 0.9, "recall": 0.8}
+    assert floor.as_dict() == stored
+    data = StudyRecord({"data": {"train": 1500, "held_out": 270, "classes": 10, "image_size": 16, "channels": 1,
+                                 "skipped": 0}}).data  # fmt: skip
+    assert data == DataSummary(1500, 270, 10, 16, 1)

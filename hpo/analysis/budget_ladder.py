@@ -12,7 +12,8 @@ from typing import NamedTuple
 from hpo.analysis.confirmation import Confirmed, rank_correlation, reading, rung_state
 from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.seeds import SeedStats
-from hpo.analysis.stopping import Forecast, StopVerdict
+from hpo.analysis.stopping import Forecast
+from hpo.records import FloorRecord, StopVerdict
 
 
 class CurvePoint(NamedTuple):
@@ -39,7 +40,7 @@ class Ladder:
     curves: dict[int, list[CurvePoint]]  # source trial → its seed-mean curve
     stops: dict[int, StopVerdict]
     forecasts: dict[int, Forecast]
-    floor: dict[str, float] | None
+    floor: FloorRecord | None
     finished: int
     expected: int
 
@@ -64,7 +65,7 @@ def ladder_rows(ladder: Ladder) -> list[tuple[str, float, list[str]]]:
     return rows
 
 
-def copy_floor_text(floor: dict[str, float]) -> str:
+def copy_floor_text(floor: FloorRecord) -> str:
     return f"{100 * (copy_floor_of(floor) or 0.0):.1f} %"
 
 

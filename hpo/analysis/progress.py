@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hpo.analysis.noise import Noise
-from hpo.records import worst_copy
+from hpo.records import FloorRecord, worst_copy
 
 Space = Literal["pixels", "features"]
 
@@ -47,28 +47,22 @@ class Floor:
     class_accuracy: float | None = None  # the classifier on held-out real images (labelled data only)
     kid: float | None = None  # KID of the held-out images (mean over draws): the scale a sample's KID is read on
 
-    def as_dict(self) -> dict[str, float]:
-        extras = {
-            "precision": self.precision, "recall": self.recall, "class_accuracy": self.class_accuracy, "kid": self.kid,
-        }  # fmt: skip
-        return {
-            **{k: v for k, v in extras.items() if v is not None},
-            "score": self.score,
-            "score_sd": self.score_sd,
-            "num_images": self.num_images,
-            "copy_pixels": self.copy_pixels.share,
-            "copy_pixels_high": self.copy_pixels.high,
-            "copy_features": self.copy_features.share,
-            "copy_features_high": self.copy_features.high,
-        }
+    def record(self) -> FloorRecord:
+        """What a study and summary.json store of it: the copy shares' upper ends, not their queries."""
+        return FloorRecord(
+            score=self.score, score_sd=self.score_sd, num_images=self.num_images,
+            copy_pixels=self.copy_pixels.share, copy_pixels_high=self.copy_pixels.high,
+            copy_features=self.copy_features.share, copy_features_high=self.copy_features.high,
+            precision=self.precision, recall=self.recall, class_accuracy=self.class_accuracy, kid=self.kid,
+        )  # fmt: skip
 
 
-def copy_floor_of(floor: Floor | Mapping[str, float] | None) -> float | None:
+def copy_floor_of(floor: Floor | FloorRecord | None) -> float | None:
     """The copy share that held-out real images reach (the upper end of their interval, in whichever
-    space reaches higher): a run's copies count only above it. Takes a floor or its stored dict."""
-    if isinstance(floor, Floor):
-        return max(floor.copy_pixels.high, floor.copy_features.high)
-    return worst_copy(floor, "_high") if floor else None
+    space reaches higher): a run's copies count only above it. Takes a floor or its stored record."""
+    if floor is None:
+        return None
+    return (floor.record() if isinstance(floor, Floor) else floor).copy_high
 
 
 def fidelity_pair(values: Mapping[str, Any]) -> tuple[float, float] | None:
@@ -79,10 +73,10 @@ def fidelity_pair(values: Mapping[str, Any]) -> tuple[float, float] | None:
     return None
 
 
-def fidelity_text(scores: Mapping[str, Any], floor: Mapping[str, Any] | None) -> str | None:
+def fidelity_text(scores: Mapping[str, Any], floor_record: FloorRecord | None) -> str | None:
     """A score's second signal, each beside what real held-out images reach: 'precision 0.82, recall
     0.64 (real images: 0.91, 0.89); class accuracy 73 % (the classifier on real images: 96 %)'."""
-    floor = floor or {}
+    floor = floor_record.fidelity if floor_record is not None else {}
     parts = []
     if (pair := fidelity_pair(scores)) is not None:
         real = (
@@ -114,18 +108,18 @@ def eval_point_text(metrics: dict[str, float], metric_name: str) -> str:
     return ", ".join(parts)
 
 
-def floor_reading(best: float | None, noise: Noise, floor: Mapping[str, float] | None) -> str:
+def floor_reading(best: float | None, noise: Noise, floor: FloorRecord | None) -> str:
     """Where the best score sits against real held-out images, in words (empty without a floor)."""
-    if not floor:
+    if floor is None:
         return ""
-    text = f"real held-out images score {floor['score']:.4g} ({floor.get('num_images', 0):g} images)"
+    text = f"real held-out images score {floor.score:.4g} ({floor.num_images:g} images)"
     if best is None or noise.sd is None:
         return text
-    if noise.within_tie_margin(best, floor["score"]):
+    if noise.within_tie_margin(best, floor.score):
         return (
             f"{text}: the best is at the floor, so the metric can no longer rank the best trials; use more samples "
             "(score.num_samples), other features, or a longer budget"
         )
-    if best < floor["score"]:
+    if best < floor.score:
         return f"{text}: the best scores below them, closer to the training images than new real images are (copies?)"
-    return f"{text}: the best is {best - floor['score']:.3g} above them"
+    return f"{text}: the best is {best - floor.score:.3g} above them"

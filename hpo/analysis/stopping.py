@@ -14,19 +14,16 @@ import itertools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import curve_fit
 
 from hpo.analysis.noise import Noise
-from hpo.records import worst_copy
+from hpo.records import StopVerdict, worst_copy
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 MIN_POINTS = 3
-
-Kind = Literal["too_early", "improving", "plateau", "copying"]
 
 
 @dataclass(frozen=True)
@@ -35,18 +32,6 @@ class Point:
     score: float
     copy_low: float | None = None  # bootstrap 95 % interval of the copy share (the larger of pixels and features)
     copy_share: float | None = None
-
-
-@dataclass(frozen=True)
-class StopVerdict:
-    kind: Kind
-    text: str
-    since_kimg: float | None = None  # plateau or copying: from when
-    per_doubling: float | None = None  # score change per doubling of the budget (negative = better)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain values, one key per field (``status --json``, ``summary.json``, the ladder's record)."""
-        return asdict(self)
 
 
 def points_from_curve(curve: dict[str, dict[str, float]]) -> list[Point]:

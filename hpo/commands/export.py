@@ -129,8 +129,7 @@ def network_info(study: optuna.Study, spec: Spec) -> NetInfo:
     if not facts:
         return net_info(spec.train, load_data(spec.data))
     return info_for(
-        spec.train, channels=int(facts["channels"]), image_size=int(facts["image_size"]),
-        num_classes=int(facts["classes"]),
+        spec.train, channels=facts.channels, image_size=facts.image_size, num_classes=facts.classes,
     )  # fmt: skip
 
 

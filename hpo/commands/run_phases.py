@@ -20,7 +20,7 @@ import optuna
 from hpo.analysis.ranking import best_first
 from hpo.commands.outputs import write_output
 from hpo.errors import HpoError
-from hpo.records import FLOOR_ATTR, RUN_ATTR, STOP_ATTR, VALUE_ATTR, TrialRecord
+from hpo.records import RUN_ATTR, VALUE_ATTR, TrialRecord
 from hpo.run.budget import duration
 from hpo.run.ledger import Decisions, Ledger
 from hpo.run.split import (
@@ -398,14 +398,14 @@ def final(run: Run) -> None:
     ledger.phase("final").spent_s -= sweep_s
     ledger.phase("sweep").spent_s += sweep_s
     decisions.value, decisions.metric = summary.number(VALUE_ATTR), require_metric(study)
-    decisions.floor = float((summary.attrs.get(FLOOR_ATTR) or {}).get("score", float("nan")))
-    decisions.stop = str((summary.attrs.get(STOP_ATTR) or {}).get("text", ""))
+    decisions.floor = summary.floor.score if summary.floor is not None else float("nan")
+    decisions.stop = summary.stop.text if summary.stop is not None else ""
     decisions.bigger = bigger_budget(summary, decisions.metric)
-    stop_kind = str((summary.attrs.get(STOP_ATTR) or {}).get("kind", ""))
+    stop_kind = summary.stop.kind if summary.stop is not None else ""
     ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, float(fixed['kimg']))}; stop verdict: "
                                 f"{stop_kind}")  # fmt: skip
     words = summary.sampling.words if summary.sampling else "?"
-    combos = summary.attrs.get("combinations")
+    combos = int(summary.number("combinations"))
     ledger.finish("sweep", note=f"{combos} combinations: {decisions.metric} {decisions.value:.4g} at {words}")
     publish(run, study)
 
@@ -416,9 +416,9 @@ def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
     reached = summary.last_point("kimg") or planned_kimg
     if reached >= planned_kimg * 0.999:
         return f"at {planned_kimg:g} kimg"
-    stop = summary.attrs.get(STOP_ATTR) or {}
-    if stop.get("kind") == "copying":
-        why = f"the stop verdict (copying since {stop.get('since_kimg', 0.0):.3g} kimg)"
+    stop = summary.stop
+    if stop is not None and stop.kind == "copying":
+        why = f"the stop verdict (copying since {stop.since_kimg or 0.0:.3g} kimg)"
     else:
         why = "the deadline"
     return f"ended by {why} at {reached:g} of {planned_kimg:g} kimg"

@@ -19,9 +19,9 @@ from hpo.analysis.hardware import HardwareSummary, hardware_of
 from hpo.analysis.noise import noise_of
 from hpo.analysis.placement import Placement
 from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
-from hpo.analysis.stopping import StopVerdict, points_from_curve, stop_verdict
+from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
-from hpo.records import PRUNING_METRIC, StudyRecord, TrialRecord
+from hpo.records import PRUNING_METRIC, StopVerdict, StudyRecord, TrialRecord
 from hpo.run.ledger import Ledger
 from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
 from hpo.service.storage import open_storage
@@ -262,11 +262,13 @@ def status_text(url: str, study_name: str | None, width: int | None = None) -> s
 
 def study_json(study: optuna.Study) -> dict[str, Any]:
     p, noise = progress(study, n_trials_of(study)), noise_of(own_trials(study))
+    floor = StudyRecord.of(study).floor
     return {
         "name": study.study_name, "metric": metric_of(study), "n_trials": p.n_trials, "finished": p.finished,
         "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "running": p.running,
         "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
-        "floor": StudyRecord.of(study).floor, "notes": study_notes(study, p), "frontiers": frontiers_json(study),
+        "floor": floor.as_dict() if floor is not None else None, "notes": study_notes(study, p),
+        "frontiers": frontiers_json(study),
         "run": StudyRecord.of(study).run,
     }  # fmt: skip
 

@@ -235,11 +235,11 @@ def _train_and_score(
     _save_weights(scored, out / BEST_WEIGHTS)
     runs.on_result(scored.tracker_metrics(probe.floor.score), {}, scored.result.steps)
     runs.close()
-    stop = verdict.as_dict()
     return TrainRecord(
         run=scored.record(combos), metric_name=metric, value=scored.best.score,
         sweep=[s.to_dict() for s in scored.sweep.scores], curve=progress.curve, watch_sampling=watch.as_dict(),
-        noise_sd=noise, floor=probe.floor.as_dict(), stop=stop, samples=str(grid), tensorboard=str(out / "tensorboard"),
+        noise_sd=noise, floor=probe.floor.record(), stop=verdict, samples=str(grid),
+        tensorboard=str(out / "tensorboard"),
     ).as_attrs()  # fmt: skip
 
 
@@ -278,7 +278,7 @@ def _print_sweep(scored: Scored, metric: str, floor: Floor, snapshots: Path | No
     """The sweep table, the best combination's precision, recall and class accuracy beside the real
     images', and which EMA length is best (when it was swept)."""
     print(sweep_table(scored.sweep, metric))
-    if (second := fidelity_text(scored.best.to_dict(), floor.as_dict())) is not None:
+    if (second := fidelity_text(scored.best.to_dict(), floor.record())) is not None:
         print(f"best combination: {second}")
     if (line := ema_sentence(scored.sweep.scores)) is not None:
         print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")

@@ -27,7 +27,7 @@ from hpo.companions.base import (
     seed_choices,
 )
 from hpo.companions.blocks import Block, NextStep, Paragraph, Table
-from hpo.records import CONFIRMED_BY, StudyRecord, companion_attrs
+from hpo.records import CONFIRMED_BY, FloorRecord, StudyRecord, companion_attrs
 from hpo.service.study import require_spec
 from hpo.spec.params import candidates
 
@@ -78,7 +78,7 @@ def configuration_json(c: Confirmed) -> dict[str, Any]:
 class ConfirmReading:
     verdict: Verdict
     metric: str
-    floor: dict[str, float] | None  # where real held-out images land on the same score
+    floor: FloorRecord | None  # where real held-out images land on the same score
 
     def text(self) -> str:
         """The configurations' study and confirmed scores, the rank correlation, the verdict, and the floor."""
@@ -94,7 +94,7 @@ class ConfirmReading:
             if v.rank_correlation is not None
             else NOT_RANKED
         )
-        scale = f"\nreal held-out images: {metric} {self.floor['score']:.4g} (the floor)" if self.floor else ""
+        scale = f"\nreal held-out images: {metric} {self.floor.score:.4g} (the floor)" if self.floor else ""
         return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}{scale}"
 
     def json(self) -> dict[str, Any]:
@@ -102,7 +102,7 @@ class ConfirmReading:
         return {
             "budget_ratio": v.budget_ratio, "seeds": v.seeds, "finished": v.finished, "expected": v.expected,
             "configurations": [configuration_json(c) for c in v.configs], "rank_correlation": v.rank_correlation,
-            "verdict": v.text, "floor": self.floor,
+            "verdict": v.text, "floor": self.floor.as_dict() if self.floor is not None else None,
         }  # fmt: skip
 
     def blocks(self) -> list[Block]:

@@ -28,7 +28,7 @@ from hpo.companions import confirm
 from hpo.companions.base import Request, companion_name, confirmed_results, finished_count
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.companions.confirm import configuration_json
-from hpo.records import LADDER, LADDER_BY, StudyRecord, TrialRecord, worst_copy
+from hpo.records import LADDER, LADDER_BY, FloorRecord, LadderPlan, StudyRecord, TrialRecord, worst_copy
 from hpo.service.study import require_spec
 
 
@@ -44,8 +44,8 @@ class RungValue:
 
 
 def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: float | None = None) -> Ladder:
-    plan = StudyRecord.of(companion).plan(LADDER)
-    base, budgets = float(plan["base_kimg"]), [int(b) for b in plan["budgets"]]
+    plan = StudyRecord.of(companion).ladder_plan
+    base, budgets = plan.base_kimg, list(plan.budgets)
     rungs = [ladder_rung(m, base, confirmed_results(source, companion, RungValue(m))) for m in budgets]
     trials = companion.get_trials(deepcopy=False)
     curves = seed_mean_curves(trials)
@@ -116,7 +116,7 @@ def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
     for r in ladder.rungs:
         fig.add_vline(x=r.kimg, line_dash="dot", line_color="#bbb")
     if ladder.floor:
-        fig.add_hline(y=ladder.floor["score"], line_dash="dash", line_color="#2a2", annotation_text="real images")
+        fig.add_hline(y=ladder.floor.score, line_dash="dash", line_color="#2a2", annotation_text="real images")
     fig.update_layout(xaxis_title="kimg (log)", yaxis_title=metric, xaxis_type="log")
     return fig
 
@@ -143,8 +143,8 @@ class LadderReading:
         lines.append(ladder.summary)
         if ladder.floor:
             lines.append(
-                f"real held-out images: {metric} {ladder.floor['score']:.4g} "
-                f"at {ladder.floor.get('num_images', 0):g} images, "
+                f"real held-out images: {metric} {ladder.floor.score:.4g} "
+                f"at {ladder.floor.num_images:g} images, "
                 f"copy share up to {copy_floor_text(ladder.floor)} (the floor)"
             )
         for number, stop in ladder.stops.items():
@@ -165,7 +165,7 @@ class LadderReading:
             "stops": {n: s.as_dict() for n, s in ladder.stops.items()},
             "forecasts": {n: {"target_kimg": f.target_kimg, "value": f.value, "low": f.low, "high": f.high,
                               "text": f.text} for n, f in ladder.forecasts.items()},
-            "floor": ladder.floor,
+            "floor": ladder.floor.as_dict() if ladder.floor is not None else None,
         }  # fmt: skip
 
     def blocks(self) -> list[Block]:
@@ -192,10 +192,10 @@ class LadderReading:
         return [*blocks, Paragraph("(seed-mean curve of each configuration):", label="When to stop"), Items(stops)]
 
 
-def floor_note(floor: dict[str, float]) -> str:
+def floor_note(floor: FloorRecord) -> str:
     return (
-        f"Real held-out images score {floor['score']:.4g} against the same training reference "
-        f"({floor.get('num_images', 0):g} images; fewer images score higher). A model well below that matches the "
+        f"Real held-out images score {floor.score:.4g} against the same training reference "
+        f"({floor.num_images:g} images; fewer images score higher). A model well below that matches the "
         "training images more closely than new real images do: read its copy share. Up to "
         f"{copy_floor_text(floor)} of the held-out images look like copies of a training image, so only copy shares "
         "above that count."
@@ -218,7 +218,7 @@ class LadderKind:
         return confirm.create(
             source, storage, request, train={"kimg": base * top, "num_evals": top, "eval_spacing": "even"},
             name=companion_name(source.study_name, self.name), pointer=self.pointer,
-            attrs={LADDER: {"base_kimg": base, "budgets": request.budgets}},
+            attrs={LADDER: LadderPlan(base, tuple(request.budgets)).as_dict()},
         )  # fmt: skip
 
     def plan_text(self, request: Request) -> str:

@@ -32,7 +32,7 @@ from hpo.companions.base import (
 )
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.errors import HpoError
-from hpo.records import WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, companion_attrs
+from hpo.records import WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, WidthPlan, companion_attrs
 from hpo.service.study import require_spec
 from hpo.spec.params import candidates
 
@@ -92,7 +92,7 @@ def create(
     )
     return create_companion(
         study, storage, name=name, what="width ladder", n_trials=n_trials, train={}, search=search,
-        attrs={WIDTHS: {"factors": factors, "lrs": lrs}}, runs=runs, pointer=WIDTHS_BY,
+        attrs={WIDTHS: WidthPlan(tuple(factors), lrs).as_dict()}, runs=runs, pointer=WIDTHS_BY,
     )  # fmt: skip
 
 
@@ -120,13 +120,13 @@ def runs_by_config(trials: list[FrozenTrial]) -> dict[int, list[TransferRun]]:
 
 
 def width_verdict(source: optuna.Study, companion: optuna.Study) -> WidthLadder:
-    plan = StudyRecord.of(companion).plan(WIDTHS)
+    plan = StudyRecord.of(companion).width_plan
     spec = require_spec(companion)
     by_source = {t.number: t for t in source.get_trials(deepcopy=False)}
     runs = runs_by_config(companion.get_trials(deepcopy=False))
     heads = [(head_row(by_source[n]), r) for n, r in runs.items() if n in by_source]
     return width_ladder(
-        heads, [float(f) for f in plan["factors"]], lrs=int(plan["lrs"]), seeds=len(candidates(spec.search["seed"])),
+        heads, list(plan.factors), lrs=plan.lrs, seeds=len(candidates(spec.search["seed"])),
         parameterization=spec.train.parameterization, finished=finished_count(companion), expected=spec.study.n_trials,
     )  # fmt: skip
 

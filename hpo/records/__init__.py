@@ -61,9 +61,18 @@ from hpo.records.keys import (
 )
 from hpo.records.payload import (
     HasAttrs,
+    Payload,
     Stored,
     as_mapping,
     as_number,
+)
+from hpo.records.payloads import (
+    DataSummary,
+    FloorRecord,
+    LadderPlan,
+    StopKind,
+    StopVerdict,
+    WidthPlan,
 )
 from hpo.records.run import (
     RunRecord,
@@ -123,12 +132,19 @@ __all__ = [
     "WATCH_SAMPLING_ATTR",
     "WIDTHS",
     "WIDTHS_BY",
+    "DataSummary",
+    "FloorRecord",
     "HasAttrs",
+    "LadderPlan",
+    "Payload",
     "RunRecord",
+    "StopKind",
+    "StopVerdict",
     "Stored",
     "StudyRecord",
     "TrainRecord",
     "TrialRecord",
+    "WidthPlan",
     "as_mapping",
     "as_number",
     "companion_attrs",

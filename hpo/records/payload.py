@@ -1,11 +1,14 @@
-"""The typed read of stored attributes: absent or malformed values read as None, and the base of the
-views (:class:`Stored`) that ``TrialRecord`` and ``StudyRecord`` build on."""
+"""The typed read of stored attributes: absent or malformed values read as None, the base of the views
+(:class:`Stored`) that ``TrialRecord`` and ``StudyRecord`` build on, and the base of every payload stored
+inside an attribute (:class:`Payload`: its dict derived from its fields)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from hpo.errors import HpoError
 
 
 class HasAttrs(Protocol):
@@ -32,3 +35,48 @@ class Stored:
     def of(cls: type[_S], owner: HasAttrs) -> _S:
         """The attributes of a trial or study (frozen or live)."""
         return cls(owner.user_attrs)
+
+
+_P = TypeVar("_P", bound="Payload")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A value stored inside an attribute (a floor, a plan, a verdict), typed. ``as_dict`` is derived
+    from the fields (a field that is None is left out; tuples are written as lists); ``from_dict``
+    reads them back, accepting a field's former key (``FORMER``) and ignoring keys it does not know, so
+    that what an older or newer release stored still reads."""
+
+    FORMER: ClassVar[Mapping[str, str]] = {}  # a key stored by an earlier release → its field
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls: type[_P], raw: Mapping[str, Any]) -> _P:
+        """``raw`` as this payload; an HpoError names a required field it lacks."""
+        known = {f.name: f for f in fields(cls)}
+        values = {name: value for key, value in raw.items() if (name := cls.FORMER.get(key, key)) in known}
+        missing = [
+            name
+            for name, f in known.items()
+            if name not in values and f.default is MISSING and f.default_factory is MISSING
+        ]
+        if missing:
+            raise HpoError(f"a stored {cls.__name__} lacks {', '.join(missing)}; it was not written by hpo")
+        return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in values.items()})
+
+    @classmethod
+    def read(cls: type[_P], raw: object) -> _P | None:
+        """``raw`` as this payload; None when it is absent, not a mapping or lacks a required field."""
+        if not isinstance(raw, Mapping):
+            return None
+        try:
+            return cls.from_dict(raw)
+        except (HpoError, TypeError):
+            return None

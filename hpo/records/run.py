@@ -21,6 +21,7 @@ from hpo.records.keys import (
     VALUE_ATTR,
     WATCH_SAMPLING_ATTR,
 )
+from hpo.records.payloads import FloorRecord, StopVerdict
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,8 @@ class TrainRecord:
     curve: dict[str, dict[str, float]]
     watch_sampling: dict[str, Any]  # the combination every evaluation point was scored at
     noise_sd: float  # one pair's estimate: the last point's score against the final weights rescored
-    floor: dict[str, Any]
-    stop: dict[str, Any]
+    floor: FloorRecord
+    stop: StopVerdict
     samples: str  # the grid's path (a trial stores an artifact id)
     tensorboard: str
 
@@ -87,6 +88,6 @@ class TrainRecord:
         return {
             **self.run.as_attrs(), METRIC_NAME_ATTR: self.metric_name, VALUE_ATTR: self.value,
             SWEEP_ATTR: self.sweep, CURVE_ATTR: self.curve, WATCH_SAMPLING_ATTR: self.watch_sampling,
-            NOISE_ATTR: self.noise_sd, FLOOR_ATTR: self.floor, STOP_ATTR: self.stop, SAMPLES_ATTR: self.samples,
-            TENSORBOARD_ATTR: self.tensorboard,
+            NOISE_ATTR: self.noise_sd, FLOOR_ATTR: self.floor.as_dict(), STOP_ATTR: self.stop.as_dict(),
+            SAMPLES_ATTR: self.samples, TENSORBOARD_ATTR: self.tensorboard,
         }  # fmt: skip

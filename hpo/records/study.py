@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from hpo.errors import HpoError
-from hpo.records.keys import DATA_ATTR, FLOOR_ATTR, NOISE_ATTR, REAL_GRID_ATTR, RUN_ATTR
+from hpo.records.keys import DATA_ATTR, FLOOR_ATTR, LADDER, NOISE_ATTR, REAL_GRID_ATTR, RUN_ATTR, WIDTHS
 from hpo.records.payload import Stored, as_mapping, as_number
+from hpo.records.payloads import DataSummary, FloorRecord, LadderPlan, WidthPlan
+
+_Plan = TypeVar("_Plan", LadderPlan, WidthPlan)
 
 
 class StudyRecord(Stored):
@@ -20,24 +23,29 @@ class StudyRecord(Stored):
         raw = self.attrs.get(key)
         return str(raw) if raw else None
 
-    def mapping(self, key: str) -> dict[str, Any] | None:
-        """A dict-valued attribute (data, floor, ladder or width plan); None when absent."""
-        return as_mapping(self.attrs.get(key))
-
-    def plan(self, key: str) -> dict[str, Any]:
-        """A companion's plan (``LADDER``, ``WIDTHS``), which its kind of companion always stores."""
-        plan = self.mapping(key)
+    def _plan(self, kind: type[_Plan], key: str) -> _Plan:
+        plan = kind.read(self.attrs.get(key))
         if plan is None:
             raise HpoError(f"this study has no {key!r} attribute: it is not the companion that stores one")
         return plan
 
     @property
-    def floor(self) -> dict[str, Any] | None:
-        return self.mapping(FLOOR_ATTR)
+    def ladder_plan(self) -> LadderPlan:
+        """A budget ladder's plan, which every budget ladder stores."""
+        return self._plan(LadderPlan, LADDER)
 
     @property
-    def data(self) -> dict[str, Any] | None:
-        return self.mapping(DATA_ATTR)
+    def width_plan(self) -> WidthPlan:
+        """A width ladder's plan, which every width ladder stores."""
+        return self._plan(WidthPlan, WIDTHS)
+
+    @property
+    def floor(self) -> FloorRecord | None:
+        return FloorRecord.read(self.attrs.get(FLOOR_ATTR))
+
+    @property
+    def data(self) -> DataSummary | None:
+        return DataSummary.read(self.attrs.get(DATA_ATTR))
 
     @property
     def real_grid(self) -> str | None:
@@ -46,9 +54,9 @@ class StudyRecord(Stored):
     @property
     def run(self) -> dict[str, Any] | None:
         """The ledger of the budgeted run (``hpo run``) whose search this study is; None for other studies."""
-        return self.mapping(RUN_ATTR)
+        return as_mapping(self.attrs.get(RUN_ATTR))
 
     @property
     def noise_sd(self) -> float | None:
         """The pooled sd of a score over the study's repeated pairs, once one was measured."""
-        return as_number((self.mapping(NOISE_ATTR) or {}).get("sd"))
+        return as_number((as_mapping(self.attrs.get(NOISE_ATTR)) or {}).get("sd"))

@@ -22,6 +22,7 @@ from hpo.records.keys import (
     FAIL_REASON_ATTR,
     FID_REPEAT_ATTR,
     FIDELITY_KEYS,
+    FLOOR_ATTR,
     GRIDS_ATTR,
     HARDWARE_ATTR,
     NOISE_ATTR,
@@ -29,11 +30,13 @@ from hpo.records.keys import (
     SAMPLES_ATTR,
     SOURCE_TRIAL_ATTR,
     STATISTIC_ATTR,
+    STOP_ATTR,
     STOPPED_AT_ATTR,
     SWEEP_ATTR,
     WATCH_SAMPLING_ATTR,
 )
 from hpo.records.payload import Stored, as_mapping, as_number
+from hpo.records.payloads import FloorRecord, StopVerdict
 from hpo.spec.sampling import RENAMED, SamplingConfig, current_names
 
 
@@ -161,6 +164,16 @@ class TrialRecord(Stored):
     @property
     def ran_on(self) -> dict[str, Any] | None:
         return as_mapping(self.attrs.get(RAN_ON_ATTR))
+
+    @property
+    def floor(self) -> FloorRecord | None:
+        """The real-image floor ``hpo train``'s summary.json carries (a trial's is its study's)."""
+        return FloorRecord.read(self.attrs.get(FLOOR_ATTR))
+
+    @property
+    def stop(self) -> StopVerdict | None:
+        """``hpo train``'s stop verdict, in its summary.json."""
+        return StopVerdict.read(self.attrs.get(STOP_ATTR))
 
     @property
     def fidelity(self) -> dict[str, float]:

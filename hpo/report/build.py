@@ -8,7 +8,6 @@ import base64
 import datetime
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
@@ -28,7 +27,7 @@ from hpo.companions import KINDS
 from hpo.companions.base import Kind, find_companion
 from hpo.companions.blocks import Block, Paragraph, Table
 from hpo.errors import HpoError
-from hpo.records import PRUNING_METRIC, StudyRecord, TrialRecord
+from hpo.records import PRUNING_METRIC, FloorRecord, StudyRecord, TrialRecord
 from hpo.report import figures
 from hpo.report.data import (
     Summary,
@@ -116,13 +115,13 @@ def read_image(store: FileSystemArtifactStore | None, artifact_id: object, alt: 
 def header_facts(study: optuna.Study, trials: Sequence[FrozenTrial], s: Summary, now: datetime.datetime) -> list[Fact]:
     """What the study was: data, budget, trials, wall time, score: the facts every section rests on."""
     spec = stored_spec(study)
-    facts = StudyRecord.of(study).data or {}
+    facts = StudyRecord.of(study).data
     items = []
     if spec is not None:
-        data = f"{spec.data.source} at {facts.get('image_size', spec.data.image_size)} px"
+        data = f"{spec.data.source} at {facts.image_size if facts else spec.data.image_size} px"
         if facts:
-            classes = f"{facts['classes']} classes" if facts.get("classes", 0) > 1 else "unlabelled"
-            data += f": {facts['train']:,} training + {facts['held_out']:,} held-out images, {classes}"
+            classes = f"{facts.classes} classes" if facts.classes > 1 else "unlabelled"
+            data += f": {facts.train:,} training + {facts.held_out:,} held-out images, {classes}"
         items.append(Fact("Data", data))
         target = f"; the winner is meant for {spec.study.target_kimg:g} kimg" if spec.study.target_kimg else ""
         per_trial = f"{spec.train.kimg:g} kimg per trial (thousands of images seen)"
@@ -139,18 +138,17 @@ def header_facts(study: optuna.Study, trials: Sequence[FrozenTrial], s: Summary,
     return items
 
 
-def best_of(s: Summary, floor: Mapping[str, Any] | None) -> Best | None:
+def best_of(s: Summary, floor: FloorRecord | None) -> Best | None:
     """The best trial's line of the summary, each score beside what real images (``floor``) reach."""
     if s.best is None:
         return None
     record = TrialRecord.of(s.best)
-    real_kid = (floor or {}).get("kid")
     return Best(
         trial=trial_line(s.best),
         value=value_of(s.best),
         noise=s.noise.text() if s.noise.sd is not None else None,
         kid=record.kid,
-        real_kid=real_kid if isinstance(real_kid, (int, float)) else None,
+        real_kid=floor.kid if floor is not None else None,
         fidelity=fidelity_text(record.fidelity, floor),
     )
 
@@ -216,7 +214,7 @@ def sweep_section(
     done: Sequence[FrozenTrial],
     s: Summary,
     frontiers: Mapping[int, Frontier] | None = None,
-    floor: Mapping[str, Any] | None = None,
+    floor: FloorRecord | None = None,
 ) -> SweepSection:
     """The sampling sweep's answer, the best trial's grid (steps, and EMA length when swept), the
     top trials' ranks side by side and their frontiers of quality against sampling cost."""
@@ -237,7 +235,7 @@ def sweep_section(
 def frontier_plot(
     sweeps: Sequence[tuple[FrozenTrial, list[ComboScore]]],
     frontiers: Mapping[int, Frontier],
-    floor: Mapping[str, Any] | None,
+    floor: FloorRecord | None,
 ) -> Chart | None:
     """The top trials' frontiers, when the best one swept more than one cost."""
     shown = [frontiers[t.number] for t, _ in sweeps if t.number in frontiers]
@@ -247,7 +245,7 @@ def frontier_plot(
         f"Quality against sampling cost: each of the top {len(shown)} trials' best {shown[0].statistic} within each "
         "number of network evaluations per image (`hpo export --max-nfe N` takes the best within N)"
     )
-    return Chart(figures.frontier_figure(shown, (floor or {}).get("score")), caption)
+    return Chart(figures.frontier_figure(shown, floor.score if floor is not None else None), caption)
 
 
 def ema_reading(trial: int, scores: Sequence[ComboScore], metric: str, shown: str) -> EmaReading | None:

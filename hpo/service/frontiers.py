@@ -15,9 +15,9 @@ from hpo.service.trials import own_trials
 def guided_twice(study: optuna.Study) -> bool:
     """Whether guidance costs two network passes: a conditional network on data with classes (a study
     not made by ``hpo launch`` stores no spec: taken as conditional, the default)."""
-    classes = (StudyRecord.of(study).data or {}).get("classes", 2)
+    data = StudyRecord.of(study).data
     spec = stored_spec(study)
-    return (spec is None or spec.train.conditional) and int(classes) > 1
+    return (spec is None or spec.train.conditional) and (data is None or data.classes > 1)
 
 
 def study_frontiers(study: optuna.Study) -> dict[int, Frontier]:

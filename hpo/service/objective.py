@@ -173,7 +173,7 @@ def _ensure_floor(trial: optuna.Trial, ctx: StudyContext) -> None:
     """The study's floor: real held-out images scored like samples, measured by the first worker
     that needs it and stored on the study."""
     if not StudyRecord.of(trial.study).has(FLOOR_ATTR):
-        trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.as_dict())
+        trial.study.set_user_attr(FLOOR_ATTR, ctx.get_progress().floor.record().as_dict())
 
 
 def _train_and_score(
@@ -294,12 +294,12 @@ def _record(trial: optuna.Trial, ctx: StudyContext, scored: Scored, combos: list
         raise _fail(trial, "fid_not_finite", f"{ctx.spec.score.metric_name} is {best.score}")
     _ensure_floor(trial, ctx)
     if not StudyRecord.of(trial.study).has(DATA_ATTR):  # what the study trains on: the report's header
-        trial.study.set_user_attr(DATA_ATTR, ctx.data.summary())
+        trial.study.set_user_attr(DATA_ATTR, ctx.data.summary().as_dict())
     if _needs_repeat(trial, best.score):
         _repeat(trial, ctx, model, best)
     images = _artifacts(trial, ctx, model, best.sampling)
-    floor = StudyRecord.of(trial.study).floor or {}
-    runs.on_result(scored.tracker_metrics(floor.get("score")), images, result.steps)
+    floor = StudyRecord.of(trial.study).floor
+    runs.on_result(scored.tracker_metrics(floor.score if floor is not None else None), images, result.steps)
     return best.score
 
 

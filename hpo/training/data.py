@@ -20,6 +20,7 @@ import torch
 from PIL import Image
 
 from hpo.errors import DataError
+from hpo.records import DataSummary
 from hpo.spec.config import DataConfig
 from hpo.training.checkpoint import atomic_save
 from hpo.training.images import UnreadableImage, open_rgb
@@ -54,13 +55,12 @@ class ImageData:
     def image_size(self) -> int:
         return int(self.train_images.shape[-1])
 
-    def summary(self) -> dict[str, int]:
+    def summary(self) -> DataSummary:
         """What the study trained on, in numbers the report's header shows."""
-        return {
-            "train": int(self.train_images.shape[0]), "held_out": int(self.val_images.shape[0]),
-            "classes": self.num_classes, "image_size": self.image_size, "channels": self.channels,
-            "skipped": len(self.skipped),
-        }  # fmt: skip
+        return DataSummary(
+            train=int(self.train_images.shape[0]), held_out=int(self.val_images.shape[0]), classes=self.num_classes,
+            image_size=self.image_size, channels=self.channels, skipped=len(self.skipped),
+        )  # fmt: skip
 
     def to(self, device: torch.device | str) -> ImageData:
         return replace(

@@ -1,0 +1,85 @@
+"""The payloads stored inside a study's attributes, one type each: the data it trained on
+(``DataSummary``), the floor real held-out images set (``FloorRecord``), a companion's plan
+(``LadderPlan``, ``WidthPlan``) and a run's stop verdict (``StopVerdict``). Each is written with
+``as_dict`` and read with ``read``/``from_dict`` (``Payload``), never by string key elsewhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hpo.records.payload import Payload
+
+
+@dataclass(frozen=True)
+class DataSummary(Payload):
+    """What a study trained on, in numbers (``ImageData.summary``): the report's header, the exported
+    network's shape, whether guidance costs two passes."""
+
+    train: int  # training images
+    held_out: int  # held-out images: the validation metric and the FID reference
+    classes: int  # 1: unlabelled
+    image_size: int
+    channels: int
+    skipped: int = 0  # files that could not be read
+
+
+@dataclass(frozen=True)
+class FloorRecord(Payload):
+    """The floor as stored (``analysis.progress.Floor.record``): real held-out images scored like
+    samples, the upper ends of their copy shares, and their fidelity where measured."""
+
+    score: float  # mean over draws
+    score_sd: float = 0.0
+    num_images: int = 0
+    copy_pixels: float | None = None  # None: not measured (a study written before copies were)
+    copy_pixels_high: float | None = None
+    copy_features: float | None = None
+    copy_features_high: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    class_accuracy: float | None = None
+    kid: float | None = None
+
+    @property
+    def copy_high(self) -> float | None:
+        """The copy share held-out real images reach (the upper end of their interval, in whichever space
+        reaches higher): a run's copies count only above it. None where neither was measured."""
+        highs = [h for h in (self.copy_pixels_high, self.copy_features_high) if h is not None]
+        return max(highs) if highs else None
+
+    @property
+    def fidelity(self) -> dict[str, float]:
+        """Precision, recall and class accuracy, where measured: the ceiling a sample's are read against."""
+        named = {"precision": self.precision, "recall": self.recall, "class_accuracy": self.class_accuracy}
+        return {k: v for k, v in named.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class LadderPlan(Payload):
+    """A budget ladder's plan: the source study's budget and the multiples of it each rung trains."""
+
+    base_kimg: float
+    budgets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WidthPlan(Payload):
+    """A width ladder's plan: the width factors and how many learning rates each width tries."""
+
+    factors: tuple[float, ...]
+    lrs: int
+
+
+StopKind = Literal["too_early", "improving", "plateau", "copying"]
+
+
+@dataclass(frozen=True)
+class StopVerdict(Payload):
+    """When to stop a long run (``analysis.stopping.stop_verdict`` decides it): ``hpo train``'s
+    summary.json, ``hpo status --json`` and the ladder store it."""
+
+    kind: StopKind
+    text: str
+    since_kimg: float | None = None  # plateau or copying: from when
+    per_doubling: float | None = None  # score change per doubling of the budget (negative = better)
