@@ -155,7 +155,8 @@ def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None
     curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
     assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
     assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"
-    copied = TrialRecord({"curve": curve, "stop": {"kind": "copying", "since_kimg": 10.0}})
+    stop = {"kind": "copying", "text": "copying began at 10 kimg", "since_kimg": 10.0}
+    copied = TrialRecord({"curve": curve, "stop": stop})
     assert trained_words(copied, 40.0) == "ended by the stop verdict (copying since 10 kimg) at 20 of 40 kimg"
 
 
@@ -178,7 +179,7 @@ def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none
 
     def said(scores: list[float]) -> str:
         curve = {str(i): {"kimg": 5.0 * i, "score": s} for i, s in enumerate(scores, start=1)}
-        return bigger_budget(TrialRecord({"curve": curve, "fid_noise": 0.2}), "FID")  # tie margin 0.57
+        return bigger_budget(TrialRecord({"curve": curve, "curve_noise": 0.2}), "FID")  # tie margin 0.57
 
     falling = said([80.0, 40.0, 27.0, 20.0, 16.0, 13.5])
     assert falling.startswith("twice the final run's training (60 kimg): FID ") and "optimistic" in falling

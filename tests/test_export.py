@@ -18,6 +18,7 @@ from PIL import Image
 from safetensors.torch import load_file
 
 from hpo.records import (
+    CURVE_NOISE_ATTR,
     FLOOR_ATTR,
     METRIC_NAME_ATTR,
     NOISE_ATTR,
@@ -132,7 +133,8 @@ def test_hpo_train_on_the_exported_spec_retrains_the_trial_to_its_score(built: B
     assert summary["sampling"] == trial.user_attrs["sampling"] and len(summary["sweep"]) == 1
     assert summary["value"] == pytest.approx(trial.value, rel=1e-3)
     # the same record keys: all a trial stores of its run, and nothing a trial would store under another name
-    outside_a_trial = {VALUE_ATTR, STOP_ATTR, TENSORBOARD_ATTR, FLOOR_ATTR, WATCH_SAMPLING_ATTR, NOISE_ATTR}
+    outside_a_trial = {VALUE_ATTR, STOP_ATTR, TENSORBOARD_ATTR, FLOOR_ATTR, WATCH_SAMPLING_ATTR, CURVE_NOISE_ATTR}
+    assert NOISE_ATTR not in summary  # a trial's value noise; summary.json's is an evaluation point's
     assert set(summary) - outside_a_trial <= set(trial.user_attrs), set(summary) - set(trial.user_attrs)
     assert summary[METRIC_NAME_ATTR] == trial.user_attrs[METRIC_NAME_ATTR]
 

@@ -296,3 +296,9 @@ def test_a_floor_stored_by_the_current_release_reads_as_its_record() -> None:
     data = StudyRecord({"data": {"train": 1500, "held_out": 270, "classes": 10, "image_size": 16, "channels": 1,
                                  "skipped": 0}}).data  # fmt: skip
     assert data == DataSummary(1500, 270, 10, 16, 1)
+
+
+def test_hpo_trains_curve_noise_has_its_own_key_and_an_older_summary_still_reads() -> None:
+    assert TrialRecord({"curve_noise": 0.2, "fid_noise": 0.9}).curve_noise == 0.2
+    assert TrialRecord({"fid_noise": 0.3}).curve_noise == 0.3  # a summary.json from before the key
+    assert TrialRecord({"curve_noise": 0.2}).noise is None  # never taken for a value's noise

@@ -431,7 +431,7 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
     from hpo.analysis.noise import Noise
     from hpo.analysis.stopping import forecast, points_from_curve
 
-    points = points_from_curve(summary.attrs.get("curve") or {})
+    points = points_from_curve(summary.curve)
     if not points:
         return "no forecast: the final run scored no evaluation point"
     last, twice = points[-1], 2 * points[-1].kimg
@@ -440,7 +440,7 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
         return ahead.text
     fitted = (f"{metric} {ahead.value:.3g} (80 % interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of "
               f"{len(points)} points")  # fmt: skip
-    noise = Noise(summary.noise, 1)
+    noise = Noise(summary.curve_noise, 1)
     if last.score - ahead.value <= noise.tie_margin:  # within what re-scoring the same weights can move
         return (f"twice the final run's training ({twice:g} kimg) forecasts no gain beyond the noise: {fitted}, "
                 f"against {last.score:.3g} at its last point (tie margin {noise.tie_margin:.2g})")  # fmt: skip

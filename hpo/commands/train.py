@@ -238,7 +238,7 @@ def _train_and_score(
     return TrainRecord(
         run=scored.record(combos), metric_name=metric, value=scored.best.score,
         sweep=[s.to_dict() for s in scored.sweep.scores], curve=progress.curve, watch_sampling=watch.as_dict(),
-        noise_sd=noise, floor=probe.floor.record(), stop=verdict, samples=str(grid),
+        curve_noise=noise, floor=probe.floor.record(), stop=verdict, samples=str(grid),
         tensorboard=str(out / "tensorboard"),
     ).as_attrs()  # fmt: skip
 

@@ -15,7 +15,11 @@ SWEEP_ATTR = "sweep"  # [ComboScore.to_dict()], stored as each lands so that a r
 SAMPLES_ATTR = "samples"  # artifact: the best sampling's grid
 CHECKPOINT_ATTR = "ema_checkpoint"  # artifact: the EMA weights
 FID_REPEAT_ATTR = "fid_repeat"  # the best combination scored again on an independent sample set
-NOISE_ATTR = "fid_noise"  # a trial: that pair's sd estimate; a study: {"sd", "pairs"} pooled
+NOISE_ATTR = "fid_noise"  # a trial: that pair's sd estimate (the value's noise); a study: {"sd", "pairs"} pooled
+# `hpo train`'s summary.json: the sd of one evaluation point's score (the last point against the final weights
+# measured again at the watched combination with other seeds). Not the value's noise, so not under
+# NOISE_ATTR (summary.json files written before 2026-12 kept it there; TrialRecord.curve_noise reads both).
+CURVE_NOISE_ATTR = "curve_noise"
 EMA_SNAPSHOTS_ATTR = "ema_snapshots"
 HARDWARE_ATTR = "hardware"
 METRIC_NAME_ATTR = "metric_name"  # the score's name (FID, classifier-FID)

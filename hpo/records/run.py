@@ -8,11 +8,11 @@ from typing import Any
 
 from hpo.records.keys import (
     CURVE_ATTR,
+    CURVE_NOISE_ATTR,
     EMA_SNAPSHOTS_ATTR,
     FLOOR_ATTR,
     HARDWARE_ATTR,
     METRIC_NAME_ATTR,
-    NOISE_ATTR,
     SAMPLES_ATTR,
     STATISTIC_ATTR,
     STOP_ATTR,
@@ -78,7 +78,7 @@ class TrainRecord:
     sweep: list[dict[str, Any]]
     curve: dict[str, dict[str, float]]
     watch_sampling: dict[str, Any]  # the combination every evaluation point was scored at
-    noise_sd: float  # one pair's estimate: the last point's score against the final weights rescored
+    curve_noise: float  # one pair's estimate of an evaluation point's sd: the last point against the final weights
     floor: FloorRecord
     stop: StopVerdict
     samples: str  # the grid's path (a trial stores an artifact id)
@@ -88,6 +88,6 @@ class TrainRecord:
         return {
             **self.run.as_attrs(), METRIC_NAME_ATTR: self.metric_name, VALUE_ATTR: self.value,
             SWEEP_ATTR: self.sweep, CURVE_ATTR: self.curve, WATCH_SAMPLING_ATTR: self.watch_sampling,
-            NOISE_ATTR: self.noise_sd, FLOOR_ATTR: self.floor.as_dict(), STOP_ATTR: self.stop.as_dict(),
+            CURVE_NOISE_ATTR: self.curve_noise, FLOOR_ATTR: self.floor.as_dict(), STOP_ATTR: self.stop.as_dict(),
             SAMPLES_ATTR: self.samples, TENSORBOARD_ATTR: self.tensorboard,
         }  # fmt: skip

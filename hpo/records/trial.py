@@ -17,6 +17,7 @@ from hpo.records.keys import (
     CARRIED_ATTR,
     CHECKPOINT_ATTR,
     CURVE_ATTR,
+    CURVE_NOISE_ATTR,
     EMA_SNAPSHOTS_ATTR,
     ENDING_ATTRS,
     FAIL_REASON_ATTR,
@@ -146,8 +147,15 @@ class TrialRecord(Stored):
 
     @property
     def noise(self) -> float | None:
-        """This trial's estimate of a score's standard deviation (its repeated pair)."""
+        """This trial's estimate of its value's standard deviation: its best combination scored again on an
+        independent sample set (the pair ``analysis.noise`` pools over a study)."""
         return as_number(self.attrs.get(NOISE_ATTR))
+
+    @property
+    def curve_noise(self) -> float | None:
+        """``hpo train``'s estimate of one evaluation point's standard deviation (``CURVE_NOISE_ATTR``); a
+        summary.json written before it had its own key kept it under ``NOISE_ATTR``."""
+        return as_number(self.attrs.get(CURVE_NOISE_ATTR, self.attrs.get(NOISE_ATTR)))
 
     @property
     def repeated(self) -> bool:
