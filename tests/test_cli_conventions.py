@@ -15,10 +15,9 @@ import pytest
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from hpo.analysis.hardware import HardwareSummary
-from hpo.analysis.placement import Placement
 from hpo.cli import Group
 from hpo.commands.status import trial_columns
+from hpo.records import HardwareSummary, Placement
 from tests.cli import command, run_cli
 from tests.service_helpers import storage_of, write_spec
 from tests.study_builders import add, create_companion, new_study

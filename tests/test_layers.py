@@ -21,7 +21,7 @@ BELOW = {
     "records": {"spec", "errors", "files"},
     "analysis": {"spec", "records", "errors", "files"},
     "diffusion": {"errors", "files"},
-    "training": {"spec", "records", "analysis", "diffusion", "errors", "files"},
+    "training": {"spec", "records", "diffusion", "errors", "files"},
     "tracking": {"spec", "training", "diffusion", "errors", "files"},
     "scoring": {"spec", "diffusion", "training", "records", "analysis", "errors", "files"},
     "doctor": {"spec", "diffusion", "training", "errors", "files"},

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from hpo.analysis.hardware import HardwareSummary, hardware_of, rss_leak
+from hpo.analysis.hardware import rss_leak
+from hpo.records import HardwareSummary
 from hpo.training.data import ImageData
 from hpo.training.telemetry import Hardware, Telemetry, rss_mb, summarise_hardware
 from hpo.training.trainer import SyncPoint, Trainer, train
@@ -87,7 +88,7 @@ def test_the_summary_says_input_bound_when_batches_take_a_third_of_the_time() ->
     summary = summarise_hardware(readings, rss_start_mb=800.0)
     assert summary.line().startswith("input-bound: 38 % of step time waiting for data; RSS peak 900 MB, GPU 50 %")
     assert HardwareSummary.from_dict(summary.as_dict()) == summary
-    assert hardware_of(summary.as_dict()) == summary and hardware_of(None) is None
+    assert HardwareSummary.read(summary.as_dict()) == summary and HardwareSummary.read(None) is None
     assert summary.cell() == "wait 38 %, RSS 900 MB"
 
 

@@ -15,13 +15,11 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.hardware import HardwareSummary, hardware_of
 from hpo.analysis.noise import noise_of
-from hpo.analysis.placement import Placement
 from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
-from hpo.records import PRUNING_METRIC, StopVerdict, StudyRecord, TrialRecord
+from hpo.records import PRUNING_METRIC, HardwareSummary, Placement, StopVerdict, StudyRecord, TrialRecord
 from hpo.run.ledger import Ledger
 from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
 from hpo.service.storage import open_storage
@@ -74,8 +72,8 @@ class TrialRow:
             value=t.value if t.state == TrialState.COMPLETE else None,
             val_last=record.last_point(PRUNING_METRIC), gap_last=record.last_point("gap"),
             params=current_names(t.params), sampling=record.sampling, fidelity=fidelity_pair(record.fidelity),
-            stop=_stop(record, noise, copy_floor), hardware=hardware_of(record.hardware),
-            ran_on=Placement.from_dict(TrialRecord.of(t).ran_on), reason=fail_reason(t),
+            stop=_stop(record, noise, copy_floor), hardware=record.hardware,
+            ran_on=record.ran_on, reason=fail_reason(t),
         )  # fmt: skip
 
     @property

@@ -14,6 +14,11 @@ from hpo.records.curve import (
     last_entry,
     worst_copy,
 )
+from hpo.records.hardware import (
+    INPUT_BOUND,
+    HardwareSummary,
+    megabytes,
+)
 from hpo.records.keys import (
     BASELINE_ATTR,
     BUDGET_KIMG_ATTR,
@@ -75,6 +80,9 @@ from hpo.records.payloads import (
     StopVerdict,
     WidthPlan,
 )
+from hpo.records.placement import (
+    Placement,
+)
 from hpo.records.run import (
     RunRecord,
     TrainRecord,
@@ -109,6 +117,7 @@ __all__ = [
     "GRIDS_ATTR",
     "HARDWARE_ATTR",
     "HASH_ATTR",
+    "INPUT_BOUND",
     "LADDER",
     "LADDER_BY",
     "METRIC_NAME_ATTR",
@@ -136,9 +145,11 @@ __all__ = [
     "WIDTHS_BY",
     "DataSummary",
     "FloorRecord",
+    "HardwareSummary",
     "HasAttrs",
     "LadderPlan",
     "Payload",
+    "Placement",
     "RunRecord",
     "StopKind",
     "StopVerdict",
@@ -151,6 +162,7 @@ __all__ = [
     "as_number",
     "companion_attrs",
     "last_entry",
+    "megabytes",
     "named",
     "named_study",
     "worst_copy",

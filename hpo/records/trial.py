@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.records.curve import last_entry
+from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
     BASELINE_ATTR,
     BUDGET_KIMG_ATTR,
@@ -38,6 +39,7 @@ from hpo.records.keys import (
 )
 from hpo.records.payload import Stored, as_mapping, as_number
 from hpo.records.payloads import FloorRecord, StopVerdict
+from hpo.records.placement import Placement
 from hpo.spec.sampling import RENAMED, SamplingConfig, current_names
 
 
@@ -166,12 +168,13 @@ class TrialRecord(Stored):
         return as_mapping(self.attrs.get(EMA_SNAPSHOTS_ATTR))
 
     @property
-    def hardware(self) -> dict[str, Any] | None:
-        return as_mapping(self.attrs.get(HARDWARE_ATTR))
+    def hardware(self) -> HardwareSummary | None:
+        return HardwareSummary.read(self.attrs.get(HARDWARE_ATTR))
 
     @property
-    def ran_on(self) -> dict[str, Any] | None:
-        return as_mapping(self.attrs.get(RAN_ON_ATTR))
+    def ran_on(self) -> Placement | None:
+        """Where the trial ran (host, worker, pid, device), as its worker recorded it."""
+        return Placement.read(self.attrs.get(RAN_ON_ATTR))
 
     @property
     def floor(self) -> FloorRecord | None:

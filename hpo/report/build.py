@@ -15,10 +15,8 @@ from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.frontier import Frontier
-from hpo.analysis.hardware import hardware_of
 from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.narrow import narrow
-from hpo.analysis.placement import Placement
 from hpo.analysis.progress import fidelity_text, floor_reading
 from hpo.analysis.ranking import ties_with_best
 from hpo.analysis.stopping import validation_trend
@@ -427,14 +425,14 @@ def hardware_section(trials: Sequence[FrozenTrial]) -> HardwareSection:
     lines = tuple(
         HardwareLine(t.number, ran_on(t), h.line())
         for t in trials
-        if (h := hardware_of(TrialRecord.current(t).hardware)) is not None
+        if (h := TrialRecord.current(t).hardware) is not None
     )
     return HardwareSection(lines, leak_text(trials) if lines else None)
 
 
 def ran_on(t: FrozenTrial) -> str | None:
     """Where the trial ran (host, worker, device), when it recorded it."""
-    placement = Placement.from_dict(TrialRecord.of(t).ran_on)
+    placement = TrialRecord.of(t).ran_on
     return None if placement is None else placement.cell()
 
 

@@ -1,5 +1,5 @@
 """Where this process runs a trial, read off the machine by its worker and recorded on the trial
-(the record, :class:`hpo.analysis.placement.Placement`, is read by ``hpo status`` and the report)."""
+(the record, :class:`hpo.records.placement.Placement`, is read by ``hpo status`` and the report)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 
 import torch
 
-from hpo.analysis.placement import Placement
+from hpo.records import Placement
 
 
 def placement_here(device: torch.device, worker: int) -> Placement:

@@ -12,7 +12,7 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.hardware import hardware_of, rss_leak
+from hpo.analysis.hardware import rss_leak
 from hpo.analysis.ranking import best_first
 from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.service.optuna_internals import frozen
@@ -162,5 +162,5 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
 def leak_text(trials: Sequence[FrozenTrial]) -> str | None:
     """A worker process whose memory kept growing after warm-up and its largest batch (``rss_leak``)."""
     ordered = sorted(trials, key=lambda t: t.number)
-    readings = [(t, h) for t in ordered if (h := hardware_of(TrialRecord.of(t).hardware)) is not None]
+    readings = [(t, h) for t in ordered if (h := TrialRecord.of(t).hardware) is not None]
     return rss_leak([(h.pid, h.rss_start_mb, int(t.params.get("batch_size", 0))) for t, h in readings])

@@ -2,5 +2,5 @@
 trainer with its callbacks, the canonical validation metric, generation, checkpoints.
 Knows nothing of Optuna; callers learn about progress through callbacks.
 
-May import: ``hpo.spec``, ``hpo.records``, ``hpo.analysis``, ``hpo.diffusion``, ``hpo.errors``, ``hpo.files``.
+May import: ``hpo.spec``, ``hpo.records``, ``hpo.diffusion``, ``hpo.errors``, ``hpo.files``.
 """

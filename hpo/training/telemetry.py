@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
-from hpo.analysis.hardware import HardwareSummary
+from hpo.records import HardwareSummary
 
 log = logging.getLogger("hpo.telemetry")
 _said_no_nvml = False

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from hpo.analysis.hardware import HardwareSummary
 from hpo.diffusion.losses import diffusion_loss
 from hpo.diffusion.schedule import NoiseSchedule
+from hpo.records import HardwareSummary
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
 from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state

@@ -15,7 +15,6 @@ import optuna
 import pytest
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.placement import Placement
 from hpo.commands.slurm import SlurmJob, job_script, write_job
 from hpo.records import TrialRecord
 from hpo.service.storage import open_storage
@@ -133,7 +132,7 @@ def wait_for(what: str, condition, folder: Path, timeout: float = 240) -> None: 
 def training_on(study: optuna.Study, worker: int, checkpoints: Path) -> FrozenTrial | None:
     """The trial worker ``worker`` is training, once it has reported a point and saved a checkpoint."""
     for t in study.get_trials(deepcopy=False):
-        placement = Placement.from_dict(TrialRecord.of(t).ran_on)
+        placement = TrialRecord.of(t).ran_on
         mine = t.state == TrialState.RUNNING and placement is not None and placement.worker == worker
         if mine and t.intermediate_values and (checkpoints / f"trial-{root_number(t)}.pt").exists():
             return t

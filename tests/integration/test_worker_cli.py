@@ -8,10 +8,9 @@ import optuna
 import pytest
 import torch
 
-from hpo.analysis.placement import Placement
 from hpo.commands.worker import Slot, local_gpus, parse_gpus, worker_argv, worker_slots
 from hpo.errors import HpoError
-from hpo.records import TrialRecord
+from hpo.records import Placement, TrialRecord
 from hpo.service.placement import host_gpu_id, placement_here
 from hpo.service.storage import open_storage
 from hpo.service.urls import resolve_url
@@ -61,7 +60,7 @@ def test_a_process_names_the_host_gpu_it_was_given() -> None:
     assert host_gpu_id(1, None) == "1" and host_gpu_id(0, "GPU-8f1c") == "GPU-8f1c"
     cpu = placement_here(torch.device("cpu"), 3)
     assert cpu.cell() == f"{socket.gethostname()}/w3 cpu" and cpu.gpu is None
-    assert Placement.from_dict(cpu.as_dict()) == cpu and Placement.from_dict(None) is None
+    assert Placement.from_dict(cpu.as_dict()) == cpu and Placement.read(None) is None
 
 
 def test_gp_runs_a_study_and_auto_continues_it_warm_started_through_worker_processes(tmp_path: Path) -> None:
@@ -179,6 +178,6 @@ def test_per_gpu_on_the_cpu_runs_two_worker_processes_that_share_one_study(pg_ur
     threads = threads_per_worker(2)
     assert f"started 2 worker processes: w0 cpu, {threads} threads, w1 cpu, {threads} threads" in done.stderr
     study = optuna.load_study(study_name="pergpu", storage=open_storage(resolve_url(pg_url)))
-    placements = [Placement.from_dict(TrialRecord.of(t).ran_on) for t in study.get_trials()]
+    placements = [TrialRecord.of(t).ran_on for t in study.get_trials()]
     assert len(placements) == 4 and all(p is not None for p in placements)
     assert {p.worker for p in placements if p} == {0, 1} and len({p.pid for p in placements if p}) == 2

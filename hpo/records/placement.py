@@ -4,35 +4,19 @@ answer in ``hpo status`` and the report."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from hpo.records.payload import Payload
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(Payload):
     host: str
     worker: int  # the worker index (it offsets the sampler seed)
     pid: int
     device: str  # as the process sees it: "cpu" or "cuda:0"
     gpu: str | None = None  # the host's GPU id (CUDA_VISIBLE_DEVICES mapped back), None on the CPU
     gpu_name: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> Placement | None:
-        """A stored placement (``as_dict``); None when there is none."""
-        if raw is None:
-            return None
-        return cls(
-            str(raw.get("host", "?")),
-            int(raw.get("worker", 0)),
-            int(raw.get("pid", 0)),
-            str(raw.get("device", "?")),
-            None if raw.get("gpu") is None else str(raw["gpu"]),
-            None if raw.get("gpu_name") is None else str(raw["gpu_name"]),
-        )
 
     def cell(self) -> str:
         """Short, for a table: ``host/w0 cpu`` or ``host/w1 gpu 3``."""
