@@ -12,9 +12,9 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from hpo.analysis.sweep import ComboScore
 from hpo.companions import kind_for
 from hpo.companions.base import Request
+from hpo.records import ComboScore
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.spec.loading import load_spec

@@ -13,10 +13,11 @@ import torch
 import yaml
 
 from hpo.analysis.frontier import trial_frontier
-from hpo.analysis.sweep import ComboScore, SweepResult, sweep_table
+from hpo.analysis.sweep import SweepResult, sweep_table
 from hpo.diffusion.sampler import evaluation_timesteps, make_denoiser, sampler_named
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.errors import ConfigError
+from hpo.records import ComboScore
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep, build_sweep
 from hpo.training.generate import network_evaluations

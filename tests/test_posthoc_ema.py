@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from hpo.analysis.frontier import screen_finalists
-from hpo.analysis.sweep import ComboScore, SweepResult, ema_sentence, sweep_table
+from hpo.analysis.sweep import SweepResult, ema_sentence, sweep_table
+from hpo.records import ComboScore
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint
 from hpo.training.data import ImageData

@@ -15,8 +15,8 @@ from optuna.trial import TrialState
 from hpo.analysis.importance import Importances, study_importances
 from hpo.analysis.noise import Noise
 from hpo.analysis.ranking import ties_with_best
-from hpo.analysis.sweep import ComboScore
 from hpo.companions.confirm import verdict
+from hpo.records import ComboScore
 from hpo.report.data import StepsRow, complete, relative_sweep, summarise_study, sweep_answer, sweep_grid, sweep_of
 from hpo.spec.sampling import SamplingConfig
 from tests.service_helpers import storage_of, study_report

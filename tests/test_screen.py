@@ -16,9 +16,9 @@ import torch
 import yaml
 from cleanfid.fid import frechet_distance
 
-from hpo.analysis.sweep import ComboScore
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.run import sample_counts
+from hpo.records import ComboScore
 from hpo.scoring import sweep as sweep_module
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
 from hpo.scoring.features import FeatureExtractor

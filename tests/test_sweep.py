@@ -13,8 +13,9 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.analysis.frontier import screen_finalists, screen_frontier
-from hpo.analysis.sweep import ComboScore, statistic_text, value_statistic
+from hpo.analysis.sweep import statistic_text, value_statistic
 from hpo.diffusion import sampler as sampler_module
+from hpo.records import ComboScore
 from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from hpo.analysis.sweep import ComboScore
+from hpo.records import ComboScore
 from hpo.spec.sampling import SamplingConfig
 
 

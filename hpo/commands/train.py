@@ -237,7 +237,7 @@ def _train_and_score(
     runs.close()
     return TrainRecord(
         run=scored.record(combos), metric_name=metric, value=scored.best.score,
-        sweep=[s.to_dict() for s in scored.sweep.scores], curve=progress.curve, watch_sampling=watch.as_dict(),
+        sweep=scored.sweep.scores, curve=progress.curve, watch_sampling=watch.as_dict(),
         curve_noise=noise, floor=probe.floor.record(), stop=verdict, samples=str(grid),
         tensorboard=str(out / "tensorboard"),
     ).as_attrs()  # fmt: skip

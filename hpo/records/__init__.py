@@ -10,6 +10,11 @@ May import: ``hpo.spec``, ``hpo.errors``, ``hpo.files``.
 
 from __future__ import annotations
 
+from hpo.records.combo import (
+    ComboScore,
+    Stage,
+    stored_ranking,
+)
 from hpo.records.curve import (
     last_entry,
     worst_copy,
@@ -143,6 +148,7 @@ __all__ = [
     "WATCH_SAMPLING_ATTR",
     "WIDTHS",
     "WIDTHS_BY",
+    "ComboScore",
     "DataSummary",
     "FloorRecord",
     "HardwareSummary",
@@ -151,6 +157,7 @@ __all__ = [
     "Payload",
     "Placement",
     "RunRecord",
+    "Stage",
     "StopKind",
     "StopVerdict",
     "Stored",
@@ -165,5 +172,6 @@ __all__ = [
     "megabytes",
     "named",
     "named_study",
+    "stored_ranking",
     "worst_copy",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hpo.records.combo import ComboScore
 from hpo.records.keys import (
     CURVE_ATTR,
     CURVE_NOISE_ATTR,
@@ -75,7 +76,7 @@ class TrainRecord:
     run: RunRecord
     metric_name: str
     value: float
-    sweep: list[dict[str, Any]]
+    sweep: list[ComboScore]
     curve: dict[str, dict[str, float]]
     watch_sampling: dict[str, Any]  # the combination every evaluation point was scored at
     curve_noise: float  # one pair's estimate of an evaluation point's sd: the last point against the final weights
@@ -87,7 +88,8 @@ class TrainRecord:
     def as_attrs(self) -> dict[str, Any]:
         return {
             **self.run.as_attrs(), METRIC_NAME_ATTR: self.metric_name, VALUE_ATTR: self.value,
-            SWEEP_ATTR: self.sweep, CURVE_ATTR: self.curve, WATCH_SAMPLING_ATTR: self.watch_sampling,
+            SWEEP_ATTR: [s.to_dict() for s in self.sweep], CURVE_ATTR: self.curve,
+            WATCH_SAMPLING_ATTR: self.watch_sampling,
             CURVE_NOISE_ATTR: self.curve_noise, FLOOR_ATTR: self.floor.as_dict(), STOP_ATTR: self.stop.as_dict(),
             SAMPLES_ATTR: self.samples, TENSORBOARD_ATTR: self.tensorboard,
         }  # fmt: skip

@@ -10,6 +10,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.errors import HpoError
+from hpo.records.combo import ComboScore
 from hpo.records.curve import last_entry
 from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
@@ -106,14 +108,20 @@ class TrialRecord(Stored):
         return {str(k): str(v) for k, v in (as_mapping(self.attrs.get(GRIDS_ATTR)) or {}).items()}
 
     @property
-    def sweep(self) -> list[dict[str, Any]]:
-        return [dict(d) for d in self.attrs.get(SWEEP_ATTR) or [] if isinstance(d, dict)]
+    def sweep(self) -> list[ComboScore]:
+        """Every score the sweep stored, in the order they landed (an entry it cannot read is left out)."""
+        out = []
+        for raw in self.attrs.get(SWEEP_ATTR) or []:
+            try:
+                out.append(ComboScore.from_dict(raw))
+            except (HpoError, KeyError, TypeError, ValueError, AttributeError):
+                continue
+        return out
 
     def combination_seconds(self, sampling: SamplingConfig | None) -> float:
         """Seconds the sweep spent scoring ``sampling`` (its screen and its completion: the full count);
         0 when it was not scored."""
-        rows = [d for d in self.sweep if SamplingConfig.from_dict(d) == sampling]
-        return sum(as_number(d.get("seconds")) or 0.0 for d in rows)
+        return sum(s.seconds for s in self.sweep if s.sampling == sampling)
 
     @property
     def budget_kimg(self) -> float | None:

@@ -20,12 +20,12 @@ from hpo.analysis.narrow import narrow
 from hpo.analysis.progress import fidelity_text, floor_reading
 from hpo.analysis.ranking import ties_with_best
 from hpo.analysis.stopping import validation_trend
-from hpo.analysis.sweep import ComboScore, ema_sentence, statistic_text
+from hpo.analysis.sweep import ema_sentence, statistic_text
 from hpo.companions import KINDS
 from hpo.companions.base import Kind, find_companion
 from hpo.companions.blocks import Block, Paragraph, Table
 from hpo.errors import HpoError
-from hpo.records import PRUNING_METRIC, FloorRecord, StudyRecord, TrialRecord
+from hpo.records import PRUNING_METRIC, ComboScore, FloorRecord, StudyRecord, TrialRecord
 from hpo.report import figures
 from hpo.report.data import (
     Summary,

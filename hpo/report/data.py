@@ -17,8 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.noise import Noise, noise_of
 from hpo.analysis.ranking import best_first, score_of
-from hpo.analysis.sweep import ComboScore, Stage
-from hpo.records import TrialRecord
+from hpo.records import ComboScore, Stage, TrialRecord
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims
@@ -111,7 +110,7 @@ def best_vs_baseline(s: Summary) -> str:
 
 
 def sweep_of(t: FrozenTrial) -> list[ComboScore]:
-    return [ComboScore.from_dict(d) for d in TrialRecord.current(t).sweep]
+    return TrialRecord.current(t).sweep
 
 
 SweepRows = Literal["steps", "ema_sigma_rel"]

@@ -15,8 +15,7 @@ from plotly.colors import qualitative
 
 from hpo.analysis.frontier import Frontier
 from hpo.analysis.importance import Importances
-from hpo.analysis.sweep import ComboScore
-from hpo.records import PRUNING_METRIC, TrialRecord, named_study
+from hpo.records import PRUNING_METRIC, ComboScore, TrialRecord, named_study
 from hpo.report.bundle import CARTESIAN_TRACES, defer
 from hpo.report.data import SweepRows, grid_statistic, relative_sweep, row_label, sweep_grid
 from hpo.spec.sampling import current_names

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpo.analysis.sweep import ComboScore, SweepResult, value_statistic
-from hpo.records import PRUNING_METRIC, RunRecord
+from hpo.analysis.sweep import SweepResult, value_statistic
+from hpo.records import PRUNING_METRIC, ComboScore, RunRecord
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep

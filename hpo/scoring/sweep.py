@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from hpo.analysis.frontier import screen_finalists
-from hpo.analysis.sweep import ComboScore, Stage, SweepResult
+from hpo.analysis.sweep import SweepResult
+from hpo.records import ComboScore, Stage
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
 from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import SamplingConfig, ScreenBy

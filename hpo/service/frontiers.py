@@ -6,7 +6,6 @@ from __future__ import annotations
 import optuna
 
 from hpo.analysis.frontier import Frontier, trial_frontier
-from hpo.analysis.sweep import ComboScore
 from hpo.records import StudyRecord, TrialRecord
 from hpo.service.study import stored_spec
 from hpo.service.trials import own_trials
@@ -30,6 +29,6 @@ def study_frontiers(study: optuna.Study) -> dict[int, Frontier]:
 def frontier_of(trial: optuna.trial.FrozenTrial, conditional: bool) -> Frontier | None:
     """One trial's frontier (None when it stored no sweep); ``conditional``: :func:`guided_twice`."""
     record = TrialRecord.of(trial)
-    scores = [ComboScore.from_dict(d) for d in record.sweep]
+    scores = record.sweep
     metric = str((record.statistic or {}).get("metric") or "FID")
     return trial_frontier(trial.number, scores, conditional=conditional, metric=metric) if scores else None

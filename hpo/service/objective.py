@@ -21,7 +21,6 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.analysis.noise import noise_estimates, pair_sd, pooled
-from hpo.analysis.sweep import ComboScore
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError
 from hpo.records import (
@@ -40,6 +39,7 @@ from hpo.records import (
     PRUNING_METRIC,
     SAMPLES_ATTR,
     SWEEP_ATTR,
+    ComboScore,
     StudyRecord,
     TrialRecord,
 )  # fmt: skip
@@ -188,7 +188,8 @@ def _train_and_score(
     """The shared train-and-score path, with its events turned into Optuna's: each score is stored
     as it lands, so a retry that resumes rescores nothing it already has."""
     storage = ctx.storage
-    stored = TrialRecord.of(trial).sweep
+    known = TrialRecord.of(trial).sweep
+    stored = [s.to_dict() for s in known]
 
     def lost() -> bool:
         return storage.is_lost(trial_id(trial))
@@ -211,7 +212,6 @@ def _train_and_score(
             checkpoint=files.checkpoint,
             snapshot_dir=files.snapshots,
         )
-        known = [ComboScore.from_dict(d) for d in stored]
         return train_and_score(
             training, ctx.data, ctx.get_scorer(), combos, ctx.spec.sampling, known=known, on_score=on_score
         )
