@@ -26,9 +26,11 @@ from hpo.records import (
     LadderPlan,
     Payload,
     RunRecord,
+    ScreenStatistic,
     StopVerdict,
     StudyRecord,
     TrialRecord,
+    ValueStatistic,
     WidthPlan,
     companion_attrs,
     worst_copy,
@@ -189,8 +191,7 @@ def test_a_run_record_keeps_one_set_of_keys_and_leaves_out_what_it_lacks() -> No
         precision=0.5, recall=0.4, num_samples=64, combinations=3, train_seconds=1.0, eval_seconds=0.5,
         eval_points=4, score_seconds=2.0,
         images_per_second=10.0, peak_memory_mb=5.0, num_parameters=1000, hardware=None, ema_snapshots=None,
-        statistic={"metric": "FID", "samples": 64, "features": 2048, "bias_correction": "none", "combinations": 3,
-                   "completed": 3},
+        statistic=ValueStatistic("FID", 64, 2048, "none", combinations=3, completed=3),
     )  # fmt: skip
     attrs = record.as_attrs()
     assert attrs["val_rel"] == 0.9 and "hardware" not in attrs and "ema_snapshots" not in attrs
@@ -302,3 +303,11 @@ def test_hpo_trains_curve_noise_has_its_own_key_and_an_older_summary_still_reads
     assert TrialRecord({"curve_noise": 0.2, "fid_noise": 0.9}).curve_noise == 0.2
     assert TrialRecord({"fid_noise": 0.3}).curve_noise == 0.3  # a summary.json from before the key
     assert TrialRecord({"curve_noise": 0.2}).noise is None  # never taken for a value's noise
+
+
+def test_a_value_statistic_reads_its_screen_back_as_a_payload_of_its_own() -> None:
+    stored = {"metric": "classifier-FID", "samples": 256, "features": 133, "bias_correction": "none",
+              "combinations": 9, "completed": 3, "screen": {"samples": 64, "by": "pca", "dims": 16}}  # fmt: skip
+    stat = TrialRecord({"statistic": stored}).statistic
+    assert stat is not None and stat.screen == ScreenStatistic(64, "pca", 16)
+    assert stat.as_dict() == stored

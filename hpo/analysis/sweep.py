@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from hpo.records import ComboScore
+from hpo.records import ComboScore, ScreenStatistic, ValueStatistic
 from hpo.spec.counts import pca_dims
 from hpo.spec.samplers import DEFAULT_SAMPLER, DEFAULT_SPACING
 from hpo.spec.sampling import SamplingConfig
@@ -31,35 +30,35 @@ class SweepResult:
         return sum(s.seconds for s in self.scores)
 
 
-def value_statistic(result: SweepResult, metric: str, features: int) -> dict[str, Any]:
+def value_statistic(result: SweepResult, metric: str, features: int) -> ValueStatistic:
     """What a trial's value is, stored beside it: the metric, its sample count and feature
     dimensions, its bias correction (none: the plug-in Fréchet distance, biased upward by about 1/n
     by an amount that depends on the samples' spread, so values compare at equal counts only), and
     how the combination was picked: how many were completed to the full count, after which screen."""
     full, screened = result.full, [s for s in result.scores if s.stage == "screen"]
-    out: dict[str, Any] = {
-        "metric": metric, "samples": result.best.num_samples, "features": features, "bias_correction": "none",
-        "combinations": len({s.sampling for s in result.scores}), "completed": len(full),
-    }  # fmt: skip
+    screen = None
     if screened:
         n, by = screened[0].num_samples, screened[0].ranked_by
-        out["screen"] = {"samples": n, "by": by, **({"dims": pca_dims(n, features)} if by == "pca" else {})}
-    return out
+        screen = ScreenStatistic(n, by, pca_dims(n, features) if by == "pca" else None)
+    return ValueStatistic(
+        metric=metric, samples=result.best.num_samples, features=features, bias_correction="none",
+        combinations=len({s.sampling for s in result.scores}), completed=len(full), screen=screen,
+    )  # fmt: skip
 
 
-def statistic_text(stat: dict[str, Any]) -> str:
+def statistic_text(stat: ValueStatistic) -> str:
     """A stored :func:`value_statistic` in words."""
-    bias = stat["bias_correction"]
+    bias = stat.bias_correction
     correction = "plug-in, not bias-corrected: compared at equal counts only" if bias == "none" else bias
-    text = f"{stat['metric']} of {stat['samples']} samples in {stat['features']} feature dimensions ({correction})"
-    screen = stat.get("screen")
+    text = f"{stat.metric} of {stat.samples} samples in {stat.features} feature dimensions ({correction})"
+    screen = stat.screen
     if screen is None:
-        return f"{text}; the best of all {stat['combinations']} sampling combinations"
-    by = f"FID in {screen['dims']} principal components" if screen["by"] == "pca" else screen["by"].upper()
-    ranked = f"a screen of all {stat['combinations']} on {screen['samples']} samples by {by}"
-    if stat["completed"] == 1:
+        return f"{text}; the best of all {stat.combinations} sampling combinations"
+    by = f"FID in {screen.dims} principal components" if screen.by == "pca" else screen.by.upper()
+    ranked = f"a screen of all {stat.combinations} on {screen.samples} samples by {by}"
+    if stat.completed == 1:
         return f"{text}; the one sampling combination {ranked} ranked first"
-    return f"{text}; the best of the {stat['completed']} sampling combinations completed after {ranked}"
+    return f"{text}; the best of the {stat.completed} sampling combinations completed after {ranked}"
 
 
 SCREEN_NAMES = {"pca": "FID in the reference's top principal components", "kid": "KID", "fid": "FID"}

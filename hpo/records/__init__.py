@@ -81,8 +81,10 @@ from hpo.records.payloads import (
     DataSummary,
     FloorRecord,
     LadderPlan,
+    ScreenStatistic,
     StopKind,
     StopVerdict,
+    ValueStatistic,
     WidthPlan,
 )
 from hpo.records.placement import (
@@ -157,6 +159,7 @@ __all__ = [
     "Payload",
     "Placement",
     "RunRecord",
+    "ScreenStatistic",
     "Stage",
     "StopKind",
     "StopVerdict",
@@ -164,6 +167,7 @@ __all__ = [
     "StudyRecord",
     "TrainRecord",
     "TrialRecord",
+    "ValueStatistic",
     "WidthPlan",
     "as_mapping",
     "as_number",

@@ -48,11 +48,14 @@ class Payload:
     that what an older or newer release stored still reads."""
 
     FORMER: ClassVar[Mapping[str, str]] = {}  # a key stored by an earlier release → its field
+    NESTED: ClassVar[Mapping[str, type[Payload]]] = {}  # a field that is a payload itself → its type
 
     def as_dict(self) -> dict[str, Any]:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if isinstance(value, Payload):
+                value = value.as_dict()
             if value is not None:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
@@ -69,6 +72,9 @@ class Payload:
         ]
         if missing:
             raise HpoError(f"a stored {cls.__name__} lacks {', '.join(missing)}; it was not written by hpo")
+        for name, kind in cls.NESTED.items():
+            if isinstance(values.get(name), Mapping):
+                values[name] = kind.from_dict(values[name])
         return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in values.items()})
 
     @classmethod

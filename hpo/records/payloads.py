@@ -1,14 +1,16 @@
 """The payloads stored inside a study's attributes, one type each: the data it trained on
 (``DataSummary``), the floor real held-out images set (``FloorRecord``), a companion's plan
-(``LadderPlan``, ``WidthPlan``) and a run's stop verdict (``StopVerdict``). Each is written with
+(``LadderPlan``, ``WidthPlan``), a run's stop verdict (``StopVerdict``), and what a trial's value is
+(``ValueStatistic``). Each is written with
 ``as_dict`` and read with ``read``/``from_dict`` (``Payload``), never by string key elsewhere."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from hpo.records.payload import Payload
+from hpo.spec.sampling import ScreenBy
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,28 @@ class StopVerdict(Payload):
     text: str
     since_kimg: float | None = None  # plateau or copying: from when
     per_doubling: float | None = None  # score change per doubling of the budget (negative = better)
+
+
+@dataclass(frozen=True)
+class ScreenStatistic(Payload):
+    """The screen a sweep ranked its combinations by before completing the best ones."""
+
+    samples: int
+    by: ScreenBy
+    dims: int | None = None  # principal components (by: pca)
+
+
+@dataclass(frozen=True)
+class ValueStatistic(Payload):
+    """What a trial's value is, stored beside it (``analysis.sweep.value_statistic`` builds it): the metric,
+    its sample count and feature dimensions, its bias correction, and how the combination was picked."""
+
+    NESTED: ClassVar = {"screen": ScreenStatistic}
+
+    metric: str
+    samples: int
+    features: int
+    bias_correction: str  # "none": the plug-in Fréchet distance, compared at equal counts only
+    combinations: int  # the sweep's combinations
+    completed: int  # of them, scored at the full count
+    screen: ScreenStatistic | None = None  # None: no screen, every combination at the full count

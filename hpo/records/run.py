@@ -22,7 +22,7 @@ from hpo.records.keys import (
     VALUE_ATTR,
     WATCH_SAMPLING_ATTR,
 )
-from hpo.records.payloads import FloorRecord, StopVerdict
+from hpo.records.payloads import FloorRecord, StopVerdict, ValueStatistic
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class RunRecord:
     num_parameters: int
     hardware: dict[str, Any] | None
     ema_snapshots: dict[str, Any] | None
-    statistic: dict[str, Any]  # what the value is (analysis.sweep.value_statistic)
+    statistic: ValueStatistic  # what the value is (analysis.sweep.value_statistic)
 
     def as_attrs(self) -> dict[str, Any]:
         attrs = {
@@ -58,7 +58,7 @@ class RunRecord:
             "eval_seconds": self.eval_seconds, "eval_points": self.eval_points, "score_seconds": self.score_seconds,
             "images_per_second": self.images_per_second, "peak_memory_mb": self.peak_memory_mb,
             "num_parameters": self.num_parameters,
-            STATISTIC_ATTR: self.statistic,
+            STATISTIC_ATTR: self.statistic.as_dict(),
         }  # fmt: skip
         if self.hardware is not None:
             attrs[HARDWARE_ATTR] = self.hardware

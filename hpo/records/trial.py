@@ -40,7 +40,7 @@ from hpo.records.keys import (
     WATCH_SAMPLING_ATTR,
 )
 from hpo.records.payload import Stored, as_mapping, as_number
-from hpo.records.payloads import FloorRecord, StopVerdict
+from hpo.records.payloads import FloorRecord, StopVerdict, ValueStatistic
 from hpo.records.placement import Placement
 from hpo.spec.sampling import RENAMED, SamplingConfig, current_names
 
@@ -82,10 +82,10 @@ class TrialRecord(Stored):
         return SamplingConfig.from_dict(raw) if raw else None
 
     @property
-    def statistic(self) -> dict[str, Any] | None:
+    def statistic(self) -> ValueStatistic | None:
         """What the value is (count, features, bias correction, how it was picked); None for trials
         stored before it was kept."""
-        return as_mapping(self.attrs.get(STATISTIC_ATTR))
+        return ValueStatistic.read(self.attrs.get(STATISTIC_ATTR))
 
     @property
     def watch_sampling(self) -> SamplingConfig | None:

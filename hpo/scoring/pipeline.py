@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.analysis.sweep import SweepResult, value_statistic
-from hpo.records import PRUNING_METRIC, ComboScore, RunRecord
+from hpo.records import PRUNING_METRIC, ComboScore, RunRecord, ValueStatistic
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
@@ -28,7 +28,7 @@ class Scored:
     sweep: SweepResult
     ema: PosthocEma | None  # the rebuilt EMA lengths, when they were swept
     score_seconds: float
-    statistic: dict[str, Any]  # what the value is (analysis.sweep.value_statistic)
+    statistic: ValueStatistic  # what the value is (analysis.sweep.value_statistic)
 
     @property
     def best(self) -> ComboScore:

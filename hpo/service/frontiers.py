@@ -30,5 +30,5 @@ def frontier_of(trial: optuna.trial.FrozenTrial, conditional: bool) -> Frontier 
     """One trial's frontier (None when it stored no sweep); ``conditional``: :func:`guided_twice`."""
     record = TrialRecord.of(trial)
     scores = record.sweep
-    metric = str((record.statistic or {}).get("metric") or "FID")
+    metric = record.statistic.metric if record.statistic is not None else "FID"
     return trial_frontier(trial.number, scores, conditional=conditional, metric=metric) if scores else None
