@@ -23,8 +23,10 @@ from hpo.records import (
     WATCH_SAMPLING_ATTR,
     DataSummary,
     FloorRecord,
+    HardwareSummary,
     LadderPlan,
     Payload,
+    Placement,
     RunRecord,
     ScreenStatistic,
     StopVerdict,
@@ -218,11 +220,14 @@ def test_the_worse_copy_share_is_read_from_either_space_and_none_when_neither_wa
     assert worst_copy({"copy_features_high": 0.3}, "_high") == 0.3 and worst_copy({"kimg": 1.0}) is None
 
 
-PAYLOADS: tuple[type[Payload], ...] = (DataSummary, FloorRecord, LadderPlan, WidthPlan, StopVerdict)
+PAYLOADS: tuple[type[Payload], ...] = (
+    DataSummary, FloorRecord, LadderPlan, WidthPlan, StopVerdict, ValueStatistic, ScreenStatistic, HardwareSummary,
+    Placement,
+)  # fmt: skip
 # Payload fields whose names other readers use for other things (a curve entry's score, a spec's
-# image_size, a sweep row's kind): the guard below cannot tell those reads from a payload's.
+# image_size, a sweep row's kind, the reference statistics' features): the guard cannot tell those apart.
 SHARED_NAMES = {"score", "kid", "precision", "recall", "class_accuracy", "copy_pixels", "copy_features", "kind",
-                "text", "train", "classes", "channels", "image_size"}  # fmt: skip
+                "text", "train", "classes", "channels", "image_size", "features"}  # fmt: skip
 
 
 def payload_keys() -> set[str]:
