@@ -316,3 +316,15 @@ def test_a_value_statistic_reads_its_screen_back_as_a_payload_of_its_own() -> No
     stat = TrialRecord({"statistic": stored}).statistic
     assert stat is not None and stat.screen == ScreenStatistic(64, "pca", 16)
     assert stat.as_dict() == stored
+
+
+def test_a_curve_reads_as_points_in_order_and_skips_what_is_not_an_entry() -> None:
+    curve = {"10": {"kimg": 40.0, "val_rel": 0.5}, "2": {"kimg": 8.0, "score": float("nan")},
+             "1": {"kimg": 4.0, "score": 12.0, "copy_pixels": 0.1}, "x": {"kimg": 1.0}, "3": 7}  # fmt: skip
+    record = TrialRecord({"curve": curve})
+    assert [p.index for p in record.points] == [1, 2, 10]  # 10 after 2: by number, not by text
+    first = record.point(1)
+    assert first is not None and first.kimg == 4.0 and first.score == 12.0 and first.worst_copy() == 0.1
+    second = record.point(2)
+    assert second is not None and second.score is None  # nan: not scored
+    assert record.point(4) is None and record.last_point("val_rel") == 0.5 and record.last_point("score") is None

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hpo.analysis.stopping import Point, fit_power_law, forecast, points_from_curve, power_law, stop_verdict
+from hpo.records import curve_points
 
 KIMG = [16, 32, 48, 64, 96, 128, 192, 256]
 
@@ -86,4 +87,4 @@ def test_points_come_from_a_stored_curve_with_the_larger_copy_interval() -> None
         "1": {"kimg": 16.0, "score": 2.0},
         "3": {"kimg": 48.0, "val_rel": 0.5},  # no score at this point
     }
-    assert points_from_curve(curve) == [Point(16.0, 2.0), Point(32.0, 1.0, 0.3, 0.2)]
+    assert points_from_curve(curve_points(curve)) == [Point(16.0, 2.0), Point(32.0, 1.0, 0.3, 0.2)]

@@ -88,16 +88,15 @@ def score_target(t: FrozenTrial) -> float | None:
 
 def common_eval_point(trials: Sequence[FrozenTrial]) -> int | None:
     """The latest evaluation index that every finished trial with a curve reached."""
-    reached = [
-        max(map(int, curve)) for t in trials if t.state.is_finished() and (curve := TrialRecord.current(t).curve)
-    ]
+    reached = [points[-1].index for t in trials if t.state.is_finished() and (points := TrialRecord.current(t).points)]
     return min(reached) if reached else None
 
 
 def validation_target(index: int) -> Target:
     def target(t: FrozenTrial) -> float | None:
-        value = TrialRecord.current(t).curve.get(str(index), {}).get(PRUNING_METRIC)
-        return float(value) if isinstance(value, (int, float)) and np.isfinite(value) else None
+        point = TrialRecord.current(t).point(index)
+        value = point.get(PRUNING_METRIC) if point is not None else None
+        return value if value is not None and np.isfinite(value) else None
 
     return target
 

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import curve_fit
 
 from hpo.analysis.noise import Noise
-from hpo.records import StopVerdict, worst_copy
+from hpo.records import CurvePoint, StopVerdict
 from hpo.spec.rules import MAX_EXTRAPOLATION
 
 MIN_POINTS = 3
@@ -34,14 +34,10 @@ class Point:
     copy_share: float | None = None
 
 
-def points_from_curve(curve: dict[str, dict[str, float]]) -> list[Point]:
-    """Evaluation points that carry a score (``curve`` as stored on a trial or written by hpo train)."""
-    out = []
-    for entry in curve.values():
-        score = entry.get("score")
-        if score is None or not math.isfinite(score):
-            continue
-        out.append(Point(entry["kimg"], score, worst_copy(entry, "_low"), worst_copy(entry)))
+def points_from_curve(curve: Sequence[CurvePoint]) -> list[Point]:
+    """Evaluation points that carry a score (a trial's or summary.json's ``points``, or ``curve_points``
+    of the curve ``hpo train`` is writing)."""
+    out = [Point(p.kimg, p.score, p.worst_copy("_low"), p.worst_copy()) for p in curve if p.score is not None]
     return sorted(out, key=lambda p: p.kimg)
 
 

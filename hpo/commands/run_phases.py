@@ -431,7 +431,7 @@ def bigger_budget(summary: TrialRecord, metric: str) -> str:
     from hpo.analysis.noise import Noise
     from hpo.analysis.stopping import forecast, points_from_curve
 
-    points = points_from_curve(summary.curve)
+    points = points_from_curve(summary.points)
     if not points:
         return "no forecast: the final run scored no evaluation point"
     last, twice = points[-1], 2 * points[-1].kimg

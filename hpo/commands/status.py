@@ -108,7 +108,7 @@ class TrialRow:
 
 def _stop(record: TrialRecord, noise: float | None, copy_floor: float | None) -> StopVerdict | None:
     """The stop verdict of a trial whose evaluation points were scored (budget ladders)."""
-    points = points_from_curve(record.curve)
+    points = points_from_curve(record.points)
     return stop_verdict(points, noise=noise, copy_floor=copy_floor) if points else None
 
 

@@ -19,7 +19,7 @@ from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
-from hpo.records import TrainRecord, TrialRecord, last_entry
+from hpo.records import TrainRecord, TrialRecord, curve_points
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point
 from hpo.scoring.score import Scorer, make_scorer, preflight
@@ -170,7 +170,7 @@ class Ends:
 def copying(curve: dict[str, dict[str, float]], copy_floor: float | None) -> bool:
     """Whether the stop verdict reads ``curve`` so far as copying training images (more training only
     copies more); the noise is left to the verdict's estimate, as no re-measure exists mid-run."""
-    return stop_verdict(points_from_curve(curve), noise=None, copy_floor=copy_floor).kind == "copying"
+    return stop_verdict(points_from_curve(curve_points(curve)), noise=None, copy_floor=copy_floor).kind == "copying"
 
 
 @dataclass
@@ -228,7 +228,9 @@ def _train_and_score(
     )
     _print_sweep(scored, metric, probe.floor, snapshots)
     noise = _score_noise(scored, progress)
-    verdict = stop_verdict(points_from_curve(progress.curve), noise=noise, copy_floor=copy_floor_of(probe.floor))
+    verdict = stop_verdict(
+        points_from_curve(curve_points(progress.curve)), noise=noise, copy_floor=copy_floor_of(probe.floor)
+    )
     print(f"stop verdict: {verdict.text}")
     _print_run_notes(scored.result, data)
     grid = _save_samples(scored, spec.score.grid_size, data.class_names, out)
@@ -290,8 +292,9 @@ def _score_noise(scored: Scored, progress: _Progress) -> float:
     last = weights_at(scored.result.model, progress.snapshots, progress.watch)
     frequencies = progress.probe.data.class_frequencies()
     again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1)["score"]
-    reached = last_entry(progress.curve)
-    return pair_sd(again, reached["score"] if reached is not None else float("nan"))
+    points = curve_points(progress.curve)
+    reached = points[-1].score if points else None
+    return pair_sd(again, reached if reached is not None else float("nan"))
 
 
 def _print_run_notes(result: TrainResult, data: ImageData) -> None:

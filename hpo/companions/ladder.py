@@ -28,7 +28,7 @@ from hpo.companions import confirm
 from hpo.companions.base import Request, companion_name, confirmed_results, finished_count
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.companions.confirm import configuration_json
-from hpo.records import LADDER, LADDER_BY, FloorRecord, LadderPlan, StudyRecord, TrialRecord, worst_copy
+from hpo.records import LADDER, LADDER_BY, FloorRecord, LadderPlan, StudyRecord, TrialRecord
 from hpo.service.study import require_spec
 
 
@@ -39,8 +39,8 @@ class RungValue:
     index: int
 
     def __call__(self, t: FrozenTrial) -> float | None:
-        score = TrialRecord.of(t).curve.get(str(self.index), {}).get("score")
-        return float(score) if score is not None else None
+        point = TrialRecord.of(t).point(self.index)
+        return point.score if point is not None else None
 
 
 def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: float | None = None) -> Ladder:
@@ -74,10 +74,9 @@ def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
         number = record.source_trial
         if number is None:
             continue
-        for index, entry in record.curve.items():
-            score = entry.get("score")
-            if score is not None and math.isfinite(score):
-                scored.setdefault(number, {}).setdefault(int(index), []).append((entry["kimg"], score))
+        for point in record.points:
+            if point.score is not None:
+                scored.setdefault(number, {}).setdefault(point.index, []).append((point.kimg, point.score))
     return {number: [curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
 
 
@@ -88,11 +87,11 @@ def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[flo
         record = TrialRecord.of(t)
         if record.source_trial != number:
             continue
-        for entry in record.curve.values():
-            low, share = worst_copy(entry, "_low"), worst_copy(entry)
+        for point in record.points:
+            low, share = point.worst_copy("_low"), point.worst_copy()
             if low is None or share is None:
                 continue
-            key = round(float(entry["kimg"]), 6)
+            key = round(point.kimg, 6)
             old = out.get(key, (0.0, 0.0))
             out[key] = (max(old[0], low), max(old[1], share))
     return out

@@ -16,7 +16,8 @@ from hpo.records.combo import (
     stored_ranking,
 )
 from hpo.records.curve import (
-    last_entry,
+    CurvePoint,
+    curve_points,
     worst_copy,
 )
 from hpo.records.hardware import (
@@ -151,6 +152,7 @@ __all__ = [
     "WIDTHS",
     "WIDTHS_BY",
     "ComboScore",
+    "CurvePoint",
     "DataSummary",
     "FloorRecord",
     "HardwareSummary",
@@ -172,7 +174,7 @@ __all__ = [
     "as_mapping",
     "as_number",
     "companion_attrs",
-    "last_entry",
+    "curve_points",
     "megabytes",
     "named",
     "named_study",

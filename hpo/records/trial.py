@@ -12,7 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import HpoError
 from hpo.records.combo import ComboScore
-from hpo.records.curve import last_entry
+from hpo.records.curve import CurvePoint, curve_points
 from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
     BASELINE_ATTR,
@@ -98,10 +98,19 @@ class TrialRecord(Stored):
             str(k): dict(v) for k, v in (as_mapping(self.attrs.get(CURVE_ATTR)) or {}).items() if isinstance(v, dict)
         }
 
+    @property
+    def points(self) -> list[CurvePoint]:
+        """The curve's evaluation points, in order."""
+        return curve_points(self.curve)
+
+    def point(self, index: int) -> CurvePoint | None:
+        """Evaluation point ``index`` (1-based), if the trial reached it."""
+        return next((p for p in self.points if p.index == index), None)
+
     def last_point(self, key: str) -> float | None:
         """``key`` at the trial's last evaluation point, if it reached one."""
-        last = last_entry(self.curve)
-        return as_number(last.get(key)) if last is not None else None
+        points = self.points
+        return points[-1].get(key) if points else None
 
     @property
     def grids(self) -> dict[str, str]:

@@ -320,10 +320,9 @@ def samples_section(
     if not done:
         return SamplesSection(s.metric_name, 0, real, cells, None, ())
     record = TrialRecord.current(done[0])
-    grids, curve = record.grids, record.curve
+    grids, kimg = record.grids, {str(p.index): p.kimg for p in record.points}
     strips = tuple(
-        Strip(k, curve.get(k, {}).get("kimg", 0), read_image(store, grids[k], f"evaluation {k}"))
-        for k in sorted(grids, key=int)
+        Strip(k, kimg.get(k, 0.0), read_image(store, grids[k], f"evaluation {k}")) for k in sorted(grids, key=int)
     )
     return SamplesSection(s.metric_name, len(done), real, cells, done[0].number, strips)
 

@@ -45,8 +45,7 @@ class Summary:
 
 def validation_points(t: FrozenTrial, metric: str) -> list[tuple[float, float]]:
     """(kimg, ``metric``) at each evaluation point of the trial's stored curve, in order."""
-    rows = [(int(k), v) for k, v in TrialRecord.current(t).curve.items()]
-    return [(float(v["kimg"]), float(v[metric])) for _, v in sorted(rows, key=lambda kv: kv[0]) if metric in v]
+    return [(p.kimg, value) for p in TrialRecord.current(t).points if (value := p.get(metric)) is not None]
 
 
 def wall_seconds(trials: Sequence[FrozenTrial], now: datetime.datetime | None = None) -> float:

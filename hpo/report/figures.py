@@ -94,14 +94,10 @@ def importance_figure(imp: Importances) -> go.Figure:
     return fig
 
 
-def _curve(t: FrozenTrial) -> list[tuple[int, dict[str, float]]]:
-    return sorted(((int(k), v) for k, v in TrialRecord.current(t).curve.items()), key=lambda kv: kv[0])
-
-
 def trial_name(t: FrozenTrial) -> str:
     """``#3 pruned at 4 kimg``: the legend's and the hover's name of a trial."""
-    state, points = t.state.name.lower(), _curve(t)
-    where = f" at {points[-1][1]['kimg']:.3g} kimg" if t.state in STOPPED and points else ""
+    state, points = t.state.name.lower(), TrialRecord.current(t).points
+    where = f" at {points[-1].kimg:.3g} kimg" if t.state in STOPPED and points else ""
     return f"#{t.number}{' baseline' if TrialRecord.of(t).baseline else ''} {state}{where}"
 
 
@@ -110,11 +106,11 @@ def curve_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
     colour, named on hover) where a trial was stopped."""
     fig = go.Figure()
     for t in trials:
-        points = _curve(t)
+        points = TrialRecord.current(t).points
         if not points:
             continue
-        x = [p["kimg"] for _, p in points]
-        y = [p.get(PRUNING_METRIC) for _, p in points]
+        x = [p.kimg for p in points]
+        y = [p.get(PRUNING_METRIC) for p in points]
         stopped, name, colour = t.state in STOPPED, trial_name(t), colours.get(t.number)
         hover = f"{name}: %{{y:.3g}}<extra></extra>"
         fig.add_scatter(
@@ -137,10 +133,10 @@ def level_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
     last evaluation point (1 = no better than the per-pixel linear denoiser)."""
     fig = go.Figure()
     for t in trials:
-        points = _curve(t)
+        points = TrialRecord.current(t).points
         if not points:
             continue
-        last = points[-1][1]
+        last = points[-1].values
         levels = sorted((float(k.split("@")[1]), v) for k, v in last.items() if k.startswith(f"{PRUNING_METRIC}@"))
         fig.add_scatter(
             x=[lam for lam, _ in levels], y=[v for _, v in levels], mode="lines+markers", name=trial_name(t),
