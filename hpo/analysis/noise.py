@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.seeds import TIE_SDS, tied
-from hpo.records import TrialRecord
+from hpo.records import Payload, TrialRecord
 
 
 @dataclass(frozen=True)
-class Noise:
+class Noise(Payload):
+    """A study stores it pooled (``fid_noise``: ``as_dict``); ``StudyRecord.noise_sd`` reads its sd."""
+
     sd: float | None  # standard deviation of one score; None when no pair was measured
     pairs: int  # re-scored trials it rests on
 

@@ -322,7 +322,7 @@ def _repeat(trial: optuna.Trial, ctx: StudyContext, model: DiffusionModel, best:
     trial.set_user_attr(NOISE_ATTR, estimate)
     others = [t for t in own_trials(trial.study) if t.number != trial.number]
     noise = pooled([*noise_estimates(others), estimate])
-    trial.study.set_user_attr(NOISE_ATTR, {"sd": noise.sd, "pairs": noise.pairs})
+    trial.study.set_user_attr(NOISE_ATTR, noise.as_dict())
 
 
 def _artifacts(
