@@ -43,7 +43,7 @@ def write_result(name: str, result: dict[str, Any], *, folder: Path = RESULTS) -
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     payload = {
         "benchmark": name,
-        "command": " ".join(["python -m benchmarks." + name, *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks." + Path(sys.argv[0]).stem, *sys.argv[1:]]),  # the module run
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "gpu": cuda,
                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
