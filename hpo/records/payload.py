@@ -49,6 +49,7 @@ class Payload:
 
     FORMER: ClassVar[Mapping[str, str]] = {}  # a key stored by an earlier release → its field
     NESTED: ClassVar[Mapping[str, type[Payload]]] = {}  # a field that is a payload itself → its type
+    KEEP_NONE: ClassVar[bool] = False  # write a field that is None as null (what JSON readers already expect)
 
     def as_dict(self) -> dict[str, Any]:
         out = {}
@@ -56,7 +57,7 @@ class Payload:
             value = getattr(self, f.name)
             if isinstance(value, Payload):
                 value = value.as_dict()
-            if value is not None:
+            if value is not None or self.KEEP_NONE:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 

@@ -81,6 +81,8 @@ class StopVerdict(Payload):
     """When to stop a long run (``analysis.stopping.stop_verdict`` decides it): ``hpo train``'s
     summary.json, ``hpo status --json`` and the ladder store it."""
 
+    KEEP_NONE: ClassVar[bool] = True  # since_kimg and per_doubling as null where they do not apply
+
     kind: StopKind
     text: str
     since_kimg: float | None = None  # plateau or copying: from when

@@ -5,12 +5,15 @@ answer in ``hpo status`` and the report."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from hpo.records.payload import Payload
 
 
 @dataclass(frozen=True)
 class Placement(Payload):
+    KEEP_NONE: ClassVar[bool] = True  # "gpu": null says the trial ran on the CPU
+
     host: str
     worker: int  # the worker index (it offsets the sampler seed)
     pid: int
