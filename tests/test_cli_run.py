@@ -211,3 +211,19 @@ def test_the_final_run_warms_up_and_averages_over_its_own_budget_not_the_trials(
     assert final_train(planned) == {
         "kimg": 40.0, "num_evals": 10, "eval_spacing": "even", "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0,
     }  # fmt: skip
+
+
+def test_a_phase_is_running_on_disk_from_its_first_moment(tmp_path: Path) -> None:
+    """A watcher (``hpo status``, the process test) reads the ledger file; a phase shorter than a tick
+    (the doctor took 4 s on a CI machine) must still show as running there, not only once it is done."""
+    import threading
+
+    from hpo.commands.run import Run, RunOptions
+
+    ledger = Ledger(folder=str(tmp_path), budget_s=600.0, study="s", image_size=None)
+    save_ledger(ledger, tmp_path)
+    opts = RunOptions(images=tmp_path, budget="10m", out=tmp_path, image_size=None, storage=None, workers=None,
+                      threads=None)  # fmt: skip
+    Run(opts, tmp_path, "sqlite://", ledger, threading.Lock()).start("preflight")
+    stored = load_ledger(tmp_path)
+    assert stored is not None and stored.phase("preflight").state == "running"

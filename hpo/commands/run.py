@@ -60,6 +60,13 @@ class Run:
         with self.lock:
             save_ledger(self.ledger, self.out)
 
+    def start(self, name: str) -> None:
+        """Mark phase ``name`` running, on disk at once: ``hpo status`` and a watcher see it even when the
+        phase ends before the next tick."""
+        with self.lock:
+            self.ledger.start(name)
+            save_ledger(self.ledger, self.out)
+
     def tick(self) -> None:
         with self.lock:
             self.ledger.tick()

@@ -187,7 +187,7 @@ def run_spec(run: Run) -> Spec:
 def preflight(run: Run) -> None:
     from hpo.commands.launch import preflight_doctor
 
-    run.ledger.start("preflight")
+    run.start("preflight")
     if not run.opts.doctor:
         run.ledger.finish("preflight", state="skipped", note="--skip-doctor")
         return
@@ -255,7 +255,7 @@ def search(run: Run) -> None:
     from hpo.service.study import progress
 
     study, _ = search_study(run)
-    run.ledger.start("search")
+    run.start("search")
     publish(run, study)
     serve(run, study, "search")
     p = progress(study, run.ledger.decisions.n_trials or 0)
@@ -286,7 +286,7 @@ def decide(run: Run) -> None:
 
     study, store = search_study(run)
     ledger, decisions = run.ledger, run.ledger.decisions
-    ledger.start("decide")
+    run.start("decide")
     ranked = best_first(own_trials(study))
     if decisions.confirm_top is None:
         seconds = (ledger.left() - ledger.planned_after("decide")) * worker_count(run.opts)  # workers side by side
@@ -382,7 +382,7 @@ def final(run: Run) -> None:
 
     study, _ = search_study(run)
     ledger, decisions = run.ledger, run.ledger.decisions
-    ledger.start("final")
+    run.start("final")
     if decisions.final_kimg is None:
         final_plan(run, study)
     print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
@@ -475,7 +475,7 @@ def export(run: Run) -> None:
 
     study, store = search_study(run)
     ledger, decisions = run.ledger, run.ledger.decisions
-    ledger.start("export")
+    run.start("export")
     summary, trial = summary_of(run), study.trials[decisions.winner or 0]
     sampling = summary.sampling
     if sampling is None:
