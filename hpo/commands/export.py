@@ -18,13 +18,13 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.analysis.frontier import BudgetPick, best_within, cheapest_text
 from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
-from hpo.records import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord
+from hpo.records import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord, params_of
 from hpo.service.frontiers import study_frontiers
 from hpo.service.names import artifact_file
 from hpo.service.study import find_trial, require_spec
 from hpo.service.trials import fail_reason
 from hpo.spec.loading import load_spec, set_fixed
-from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, current_names
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import Spec, spec_from_dict
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def trial_winner(
     if sampling is None:
         raise HpoError(f"trial {trial.number} of study {study.study_name!r} stored no sampling; pick another trial")
     stored = require_spec(study)
-    spec = spec_from_dict(fixed_spec(stored, current_names(trial.params), sampling), file=f"study {study.study_name}")
+    spec = spec_from_dict(fixed_spec(stored, params_of(trial), sampling), file=f"study {study.study_name}")
     provenance: dict[str, Any] = {
         "study": study.study_name, "trial": trial.number, VALUE_ATTR: value,
         METRIC_NAME_ATTR: stored.score.metric_name,

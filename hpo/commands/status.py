@@ -19,14 +19,14 @@ from hpo.analysis.noise import noise_of
 from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
-from hpo.records import PRUNING_METRIC, HardwareSummary, Placement, StopVerdict, StudyRecord, TrialRecord
+from hpo.records import PRUNING_METRIC, HardwareSummary, Placement, StopVerdict, StudyRecord, TrialRecord, params_of
 from hpo.run.ledger import Ledger
 from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
 from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
 from hpo.service.urls import redact
-from hpo.spec.sampling import SamplingConfig, current_names
+from hpo.spec.sampling import SamplingConfig
 
 
 def best_text(study: optuna.Study, p: Progress) -> str:
@@ -71,7 +71,7 @@ class TrialRow:
             number=t.number, state=t.state.name, retried_as=retried.get(t.number),
             value=t.value if t.state == TrialState.COMPLETE else None,
             val_last=record.last_point(PRUNING_METRIC), gap_last=record.last_point("gap"),
-            params=current_names(t.params), sampling=record.sampling, fidelity=fidelity_pair(record.fidelity),
+            params=params_of(t), sampling=record.sampling, fidelity=fidelity_pair(record.fidelity),
             stop=_stop(record, noise, copy_floor), hardware=record.hardware,
             ran_on=record.ran_on, reason=fail_reason(t),
         )  # fmt: skip

@@ -19,14 +19,14 @@ from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
-from hpo.records import TrainRecord, TrialRecord, curve_points
+from hpo.records import TrainRecord, TrialRecord, curve_points, params_of
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point
 from hpo.scoring.score import Scorer, make_scorer, preflight
 from hpo.service.study import find_trial, require_spec
 from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
-from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep, current_names
+from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep
 from hpo.spec.spec import SAMPLING_TYPES, Spec, spec_from_dict
 from hpo.spec.typed import coerce
 from hpo.tracking.base import RunInfo, Runs
@@ -52,7 +52,7 @@ def from_trial(
         spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
-    return spec, current_names(trial.params), TrialRecord.of(trial).sampling_dict
+    return spec, params_of(trial), TrialRecord.of(trial).sampling_dict
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:

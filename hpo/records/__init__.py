@@ -103,6 +103,7 @@ from hpo.records.trial import (
     companion_attrs,
     named,
     named_study,
+    params_of,
 )
 
 __all__ = [
@@ -178,6 +179,7 @@ __all__ = [
     "megabytes",
     "named",
     "named_study",
+    "params_of",
     "stored_ranking",
     "worst_copy",
 ]

@@ -223,12 +223,20 @@ def companion_attrs(source: FrozenTrial, *, watch: bool) -> dict[str, Any]:
     return attrs
 
 
+def params_of(t: FrozenTrial) -> dict[str, Any]:
+    """The trial's parameters under their current names: a parameter stored under a setting's former name
+    (``ddim_steps``) reads under its name. The one reader of a stored trial's parameter names
+    (``tests/test_record.py`` fails when a module outside the records and the spec maps them itself)."""
+    return current_names(t.params)
+
+
 def named(t: FrozenTrial) -> FrozenTrial:
-    """``t`` with a parameter stored under a setting's former name (``ddim_steps``) under its name."""
+    """``t`` with its parameters and their distributions under their current names (:func:`params_of`),
+    for code that passes the trial on (importances, narrow, warm start)."""
     if not set(t.params) & set(RENAMED):
         return t
     renamed = copy.copy(t)
-    renamed.params, renamed.distributions = current_names(t.params), current_names(t.distributions)
+    renamed.params, renamed.distributions = params_of(t), current_names(t.distributions)
     return renamed
 
 

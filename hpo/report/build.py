@@ -25,7 +25,7 @@ from hpo.companions import KINDS
 from hpo.companions.base import Kind, find_companion
 from hpo.companions.blocks import Block, Paragraph, Table
 from hpo.errors import HpoError
-from hpo.records import PRUNING_METRIC, ComboScore, FloorRecord, StudyRecord, TrialRecord
+from hpo.records import PRUNING_METRIC, ComboScore, FloorRecord, StudyRecord, TrialRecord, params_of
 from hpo.report import figures
 from hpo.report.data import (
     Summary,
@@ -72,7 +72,6 @@ from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component
 from hpo.service.study import require_spec, stored_spec
 from hpo.service.trials import carried_text, explain, leak_text, own_trials
 from hpo.spec.rules import eval_points_words
-from hpo.spec.sampling import current_names
 
 MIN_SEARCH_POINTS = 3  # complete trials before the search's charts (history, slices, contour) say anything
 TOP_SWEEPS = 5  # the best trials whose sampling sweeps are compared
@@ -87,7 +86,7 @@ STOP_TRIALS = 3  # the best trials whose own curves answer *when to stop?*
 def trial_line(t: FrozenTrial) -> TrialLine:
     """How the page names ``t``: number, parameters, and this attempt's chosen sampling setting."""
     choice = TrialRecord.current(t).sampling
-    params = current_names(t.params)  # a stored ddim_steps reads as steps
+    params = params_of(t)
     return TrialLine(t.number, tuple(sorted(params.items())), None if choice is None else choice.words)
 
 

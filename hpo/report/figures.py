@@ -15,10 +15,9 @@ from plotly.colors import qualitative
 
 from hpo.analysis.frontier import Frontier
 from hpo.analysis.importance import Importances
-from hpo.records import PRUNING_METRIC, ComboScore, TrialRecord, named_study
+from hpo.records import PRUNING_METRIC, ComboScore, TrialRecord, named_study, params_of
 from hpo.report.bundle import CARTESIAN_TRACES, defer
 from hpo.report.data import SweepRows, grid_statistic, relative_sweep, row_label, sweep_grid
-from hpo.spec.sampling import current_names
 
 log = logging.getLogger("hpo.report")
 STOPPED = (TrialState.PRUNED, TrialState.FAIL)
@@ -198,7 +197,7 @@ def relative_sweep_figure(sweeps: Sequence[Sequence[ComboScore]]) -> go.Figure:
 
 
 def scatter_figure(trials: Sequence[FrozenTrial], param: str, metric: str, colours: Colours) -> go.Figure | None:
-    named = [(t, current_names(t.params)) for t in trials if t.value is not None]  # a stored ddim_steps is steps
+    named = [(t, params_of(t)) for t in trials if t.value is not None]
     points = [(t, params[param]) for t, params in named if param in params]
     if len(points) < 2:
         return None
