@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from hpo.records.curve import worst_copy
+from hpo.records.keys import FIDELITY_KEYS
 from hpo.records.payload import Payload
 from hpo.spec.sampling import ScreenBy
 
@@ -47,14 +49,12 @@ class FloorRecord(Payload):
     def copy_high(self) -> float | None:
         """The copy share held-out real images reach (the upper end of their interval, in whichever space
         reaches higher): a run's copies count only above it. None where neither was measured."""
-        highs = [h for h in (self.copy_pixels_high, self.copy_features_high) if h is not None]
-        return max(highs) if highs else None
+        return worst_copy(self.as_dict(), "_high")
 
     @property
     def fidelity(self) -> dict[str, float]:
         """Precision, recall and class accuracy, where measured: the ceiling a sample's are read against."""
-        named = {"precision": self.precision, "recall": self.recall, "class_accuracy": self.class_accuracy}
-        return {k: v for k, v in named.items() if v is not None}
+        return {k: v for k in FIDELITY_KEYS if (v := getattr(self, k)) is not None}
 
 
 @dataclass(frozen=True)
