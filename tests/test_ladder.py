@@ -15,7 +15,7 @@ from hpo.companions.ladder import ladder_verdict
 from hpo.errors import HpoError
 from hpo.records import FLOOR_ATTR, LADDER
 from hpo.service.storage import open_storage
-from hpo.service.study import create_or_resume
+from hpo.service.study import create_or_resume, require_spec
 from hpo.spec.loading import load_spec
 from tests.service_helpers import storage_of, study_report, write_spec
 from tests.study_builders import add, create_companion, random_params
@@ -66,6 +66,26 @@ def test_a_winner_that_stays_ahead_holds_to_the_last_rung(tmp_path: Path) -> Non
     assert ladder.stops[1].kind == "improving"  # still falling by more than the noise per doubling
     page = study_report(source, tmp_path / "r.html", artifact_dir=None).read_text()
     assert "Is it still learning at longer budgets?" in page and "The winner holds to 16× the budget." in page
+
+
+def test_the_printed_verdict_and_the_report_section_are_one_presentation(tmp_path: Path) -> None:
+    """``hpo confirm`` prints the blocks the report draws: the same header, the same cells, the same
+    sentences; only the chart is the report's alone."""
+    from hpo.companions.blocks import Chart, Paragraph, Table, blocks_text
+    from hpo.companions.ladder import LADDER_KIND
+
+    source, companion = planted(tmp_path, {1: power(1.0, 4.0), 2: power(2.0, 4.0), 0: power(3.0, 5.0)})
+    metric = require_spec(source).score.metric_name
+    blocks = LADDER_KIND.read(source, companion, metric).blocks()
+    text = blocks_text(blocks)
+    page = study_report(source, tmp_path / "r.html", artifact_dir=None).read_text()
+    (grid,) = [b for b in blocks if isinstance(b, Table)]
+    assert grid.header[:2] == ["configuration", f"study {metric}"] and grid.rows[0][2].count(" ± ") == 1
+    for cell in [*grid.header, *grid.rows[0]]:
+        assert cell in text and cell in page
+    lead = next(b for b in blocks if isinstance(b, Paragraph) and b.style == "lead")
+    assert text.startswith(lead.text) and lead.text in page
+    assert any(isinstance(b, Chart) for b in blocks) and "against kimg" not in text
 
 
 def test_an_order_that_flips_at_a_longer_budget_says_the_study_budget_is_too_short(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from hpo.commands.json_out import json_text
 from hpo.commands.launch import LocalWorkers, check_workers_finished, follow, start_workers
 from hpo.companions import kind_for
 from hpo.companions.base import Request
+from hpo.companions.blocks import blocks_text
 from hpo.errors import HpoError
 from hpo.report.render import report_path, write_report
 from hpo.service.storage import open_storage
@@ -103,5 +104,5 @@ def run_confirm(
         print(json_text({"study": study_name, "companion": companion.study_name, "metric": metric,
                          **reading.json(), "report": str(report)}))  # fmt: skip
         return
-    print(reading.text())
+    print(blocks_text(reading.blocks()))
     print(f"report: {report}")

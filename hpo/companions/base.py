@@ -46,10 +46,9 @@ class Request:
 
 
 class Reading(Protocol):
-    """A companion read back: the verdict as text (``hpo confirm``), as JSON (``--json``) and as the
-    blocks of the report's section."""
-
-    def text(self) -> str: ...
+    """A companion read back: the verdict presented once, as blocks (the report's section, and as text
+    what ``hpo confirm`` prints: :func:`~hpo.companions.blocks.blocks_text`), and its data as JSON
+    (``hpo confirm --json``)."""
 
     def json(self) -> dict[str, Any]: ...
 

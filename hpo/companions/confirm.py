@@ -16,7 +16,6 @@ import optuna
 from optuna.storages import RDBStorage
 
 from hpo.analysis.confirmation import NOT_RANKED, Confirmed, Verdict, confirmation_verdict
-from hpo.analysis.tables import table
 from hpo.companions.base import (
     Request,
     companion_name,
@@ -80,23 +79,6 @@ class ConfirmReading:
     metric: str
     floor: FloorRecord | None  # where real held-out images land on the same score
 
-    def text(self) -> str:
-        """The configurations' study and confirmed scores, the rank correlation, the verdict, and the floor."""
-        v, metric = self.verdict, self.metric
-        rows = [
-            [c.label, c.study_value, c.mean if c.values else None, c.spread if len(c.values) > 1 else None,
-             len(c.values)]
-            for c in v.configs
-        ]  # fmt: skip
-        header = ["configuration", f"study {metric}", f"confirmed {metric}", "spread (sd)", "seeds"]
-        rho = (
-            f"{v.rank_correlation:.2f} over {sum(1 for c in v.configs if c.values)} configurations"
-            if v.rank_correlation is not None
-            else NOT_RANKED
-        )
-        scale = f"\nreal held-out images: {metric} {self.floor.score:.4g} (the floor)" if self.floor else ""
-        return f"{table(rows, header)}\n\nrank correlation, study vs confirmed order: {rho}\n{v.text}{scale}"
-
     def json(self) -> dict[str, Any]:
         v = self.verdict
         return {
@@ -112,15 +94,18 @@ class ConfirmReading:
             for c in v.configs
         ]
         rho = f"{v.rank_correlation:.2f}" if v.rank_correlation is not None else NOT_RANKED
-        return [
+        blocks: list[Block] = [
             Paragraph(v.text, "lead"),
-            Table(["configuration", "in the study", "confirmed (mean ± sd)", "seeds"], rows),
+            Table(["configuration", f"study {self.metric}", f"confirmed {self.metric} (mean ± sd)", "seeds"], rows),
             Paragraph(
                 f"{v.finished} of {v.expected} runs finished at {v.budget_ratio:g}× the study's budget; rank "
                 f"correlation of study and confirmed order: {rho}.",
                 "note",
             ),
         ]
+        if self.floor is not None:
+            blocks.append(Paragraph(f"Real held-out images score {self.floor.score:.4g} (the floor).", "note"))
+        return blocks
 
 
 @dataclass(frozen=True)

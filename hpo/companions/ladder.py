@@ -23,7 +23,6 @@ from hpo.analysis.budget_ladder import rung as ladder_rung
 from hpo.analysis.confirmation import NOT_RANKED
 from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.stopping import Point, forecast, stop_verdict
-from hpo.analysis.tables import table
 from hpo.companions import confirm
 from hpo.companions.base import Request, companion_name, confirmed_results, finished_count
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
@@ -129,29 +128,6 @@ class LadderReading:
     ladder: Ladder
     metric: str
 
-    def text(self) -> str:
-        """Configurations × rungs (mean ± sd over seeds), the rank correlation and verdict per rung, the
-        ladder's one sentence, and each configuration's stop verdict and forecast."""
-        ladder, metric = self.ladder, self.metric
-        header = ["configuration", f"study {metric}", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)]
-        rows = [[label, value, *cells] for label, value, cells in ladder_rows(ladder)]
-        lines = [table(rows, header), ""]
-        for r in ladder.rungs:
-            rho = rho_text(r.rank_correlation, NOT_RANKED)
-            lines.append(f"{r.multiple:>3}×: rank correlation with the study's order {rho}; {r.text}")
-        lines.append(ladder.summary)
-        if ladder.floor:
-            lines.append(
-                f"real held-out images: {metric} {ladder.floor.score:.4g} "
-                f"at {ladder.floor.num_images:g} images, "
-                f"copy share up to {copy_floor_text(ladder.floor)} (the floor)"
-            )
-        for number, stop in ladder.stops.items():
-            lines.append(f"#{number}: {stop.text}")
-            if number in ladder.forecasts:
-                lines.append(f"#{number}: {ladder.forecasts[number].text}")
-        return "\n".join(lines)
-
     def json(self) -> dict[str, Any]:
         ladder = self.ladder
         rungs = [
@@ -169,7 +145,9 @@ class LadderReading:
 
     def blocks(self) -> list[Block]:
         ladder, metric = self.ladder, self.metric
-        header = ["configuration", "in the study", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)]
+        header = [
+            "configuration", f"study {metric}", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)
+        ]  # fmt: skip
         rows = [[label, f"{value:.4g}", *cells] for label, value, cells in ladder_rows(ladder)]
         per_rung = [
             f"{r.multiple}×: rank correlation {rho_text(r.rank_correlation, NOT_RANKED)}; {r.text}"

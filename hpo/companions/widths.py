@@ -18,7 +18,6 @@ import plotly.graph_objects as go
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.analysis.tables import table
 from hpo.analysis.transfer import TransferRun
 from hpo.analysis.width_ladder import ConfigTransfer, WidthLadder, width_ladder
 from hpo.companions.base import (
@@ -169,17 +168,6 @@ class WidthReading:
     ladder: WidthLadder
     metric: str
 
-    def text(self) -> str:
-        ladder, metric = self.ladder, self.metric
-        header = ["width", "optimum lr", "tied lrs", f"{metric} at best", "off the fit"]
-        lines = [f"parameterisation: {ladder.parameterization}; {ladder.finished} of {ladder.expected} runs finished"]
-        for c in ladder.transfers:
-            lines += ["", f"{c.label} (study {metric} {c.study_value:.4g}): {c.text}"]
-            if c.result is not None:
-                lines += [table(optima_rows(c), header), f"lr ∝ width^{c.result.alpha:+.2f}"]
-        lines += [""] + [r.text for r in ladder.rungs] + [ladder.summary]
-        return "\n".join(lines)
-
     def json(self) -> dict[str, Any]:
         ladder = self.ladder
         configs = [
@@ -212,7 +200,7 @@ class WidthReading:
 
 
 def config_blocks(c: ConfigTransfer, metric: str) -> list[Block]:
-    label = f"Trial {c.trial}" + (" (baseline)" if c.baseline else "") + ":"
+    label = f"Trial {c.trial}" + (" (baseline)" if c.baseline else "") + f", study {metric} {c.study_value:.4g}:"
     head = Paragraph(c.text, label=label)
     if c.result is None:
         return [head]

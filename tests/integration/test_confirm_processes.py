@@ -66,7 +66,7 @@ def test_hpo_confirm_widths_trains_each_width_and_lr_through_a_worker_and_report
     trials = companion.get_trials()
     assert len(trials) == 6 and all(t.state.name in ("COMPLETE", "PRUNED") for t in trials)
     assert sorted({t.params["base_channels"] for t in trials}) == [8, 16]  # the tiny spec's 8 channels, ×1 and ×2
-    assert "lr ∝ width^" in out.stdout and "tied lrs" in out.stdout, out.stdout
+    assert "lr ∝ width^" in out.stdout and "lrs the seeds cannot separate" in out.stdout, out.stdout
     page = (tmp_path / "reports" / "wid.html").read_text()
     assert "Does the learning rate hold on a wider network?" in page and "against lr per width" in page
     again = hpo("confirm", "wid", "--widths", "1,2", "--lrs", "3", "--top", "1", "--seeds", "1", "--json",
