@@ -129,15 +129,16 @@ def karras_timesteps(schedule: NoiseSchedule, steps: int, rho: float = KARRAS_RH
     return list(dict.fromkeys([T - 1, *nearest[1:]]))
 
 
-SPACINGS = ("trailing", "karras")  # spec.sampling.SPACING_NAMES
+SPACINGS = ("trailing", "karras")  # spec.samplers.Spacing
+TRAILING, KARRAS = SPACINGS
 
 
-def sampling_timesteps(schedule: NoiseSchedule, steps: int, spacing: str = "trailing") -> list[int]:
+def sampling_timesteps(schedule: NoiseSchedule, steps: int, spacing: str = TRAILING) -> list[int]:
     """The decreasing timesteps a deterministic sampler visits before its last step to σ = 0:
     ``trailing`` (:func:`trailing_timesteps`, DDIM's) or ``karras`` (:func:`karras_timesteps`, EDM's)."""
-    if spacing == "trailing":
+    if spacing == TRAILING:
         return trailing_timesteps(schedule.T, steps)
-    if spacing == "karras":
+    if spacing == KARRAS:
         return karras_timesteps(schedule, steps)
     raise ValueError(f"unknown spacing {spacing!r}; expected one of {', '.join(SPACINGS)}")
 
@@ -155,7 +156,7 @@ def sample_ddim(
     steps: int,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
-    spacing: str = "trailing",
+    spacing: str = TRAILING,
 ) -> torch.Tensor:
     """DDIM (Song et al. 2021, Eq. 12): x_prev = √ᾱ_prev·x0̂ + √(1−ᾱ_prev−σ²)·ε̂ + σ·z,
     σ = η·√((1−ᾱ_prev)/(1−ᾱ_t))·√(1−ᾱ_t/ᾱ_prev). η = 0 is deterministic."""
@@ -212,7 +213,7 @@ def sample_dpmpp_2m(
     steps: int,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
-    spacing: str = "trailing",
+    spacing: str = TRAILING,
 ) -> torch.Tensor:
     """DPM-Solver++(2M) (Lu et al. 2022, "DPM-Solver++", Algorithm 2), the multistep second-order
     solver of the diffusion ODE in data prediction, on the same timesteps as DDIM (``spacing``) and
@@ -267,7 +268,7 @@ def sample_heun(
     steps: int,
     eta: float = 0.0,
     generator: torch.Generator | None = None,
-    spacing: str = "trailing",
+    spacing: str = TRAILING,
 ) -> torch.Tensor:
     """Heun's second-order method (Karras et al. 2022, "Elucidating the Design Space of Diffusion-Based
     Generative Models", Algorithm 1, deterministic: S_churn = 0) on the probability-flow ODE
@@ -309,7 +310,7 @@ SAMPLERS: dict[str, Sampler] = {  # spec.sampling.SAMPLER_NAMES
 }
 
 
-def evaluation_timesteps(sampler: str, schedule: NoiseSchedule, steps: int, spacing: str = "trailing") -> list[int]:
+def evaluation_timesteps(sampler: str, schedule: NoiseSchedule, steps: int, spacing: str = TRAILING) -> list[int]:
     """The timesteps at which ``sampler`` evaluates the network, in order: each of its timesteps once
     (:func:`sampling_timesteps`), and for Heun each corrected step's end once more (:func:`heun_corrects`)."""
     sampler_named(sampler)
