@@ -29,7 +29,6 @@ import random
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,7 @@ from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
-from benchmarks.tabular import POINTS, Measured, Table, View, build, cell_key, replay_trial
+from benchmarks.tabular import POINTS, Measured, Table, View, add_table_arguments, cell_key, replay_trial, tables_of
 from hpo.records import BASELINE_ATTR
 from hpo.service.pruning import SpareAheadOfBaseline, make_pruner
 from hpo.spec.rules import eval_fractions
@@ -236,14 +235,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--sizes", default="10,30,100")
-    parser.add_argument("--kimg", type=float, default=4.0)
-    parser.add_argument("--datasets", default="digits,shapes")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))
+    add_table_arguments(parser)
     args = parser.parse_args()
     quiet()
     started = time.perf_counter()
     sizes = [int(s) for s in args.sizes.split(",")]
-    datasets = [report(build(name, args.kimg, args.cache), sizes, args.repeats) for name in args.datasets.split(",")]
+    datasets = [report(table, sizes, args.repeats) for table in tables_of(args)]
     seconds = time.perf_counter() - started
     print(f"\ntotal {seconds:.0f} s (tables' training and scoring: measured once, cached)")
     result = {

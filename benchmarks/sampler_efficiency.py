@@ -23,14 +23,13 @@ import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
-from benchmarks.tabular import NUM_EVALS, Table, build, replay_trial
+from benchmarks.tabular import NUM_EVALS, Table, add_table_arguments, replay_trial, tables_of
 from hpo.service.pruning import make_pruner
 from hpo.service.space import suggest
 from hpo.service.study import make_sampler, sampler_name, startup_trials
@@ -211,17 +210,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--trials", type=int, default=30)
-    parser.add_argument("--kimg", type=float, default=4.0)
-    parser.add_argument("--datasets", default="digits,shapes")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))
+    add_table_arguments(parser)
     parser.add_argument("--cost-at", default="30,100,200", help="trial counts at which GP's proposal is timed")
     args = parser.parse_args()
     quiet()
     started = time.perf_counter()
-    datasets = []
-    for name in args.datasets.split(","):
-        table = build(name, args.kimg, args.cache)
-        datasets.append(report(table, args.seeds, args.trials))
+    tables = tables_of(args)
+    datasets = [report(table, args.seeds, args.trials) for table in tables]
+    table = tables[-1]
     sizes = tuple(int(n) for n in args.cost_at.split(","))
     cost = proposal_cost(table, sizes)
     print("\nGP's proposal of the n-th trial: " + ", ".join(f"n = {n}: {s:.2f} s" for n, s in cost.items()))

@@ -18,6 +18,7 @@ core each) and cached as JSON beside the other benchmark caches; an interrupted 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import itertools
 import json
@@ -257,3 +258,15 @@ def build(dataset: str, kimg: float, cache: Path, *, processes: int = 2) -> Tabl
     _save(path, raw)
     cells_m = {k: Measured(float(v["score"]), tuple(v["curve"])) for k, v in raw["cells"].items()}
     return Table(dataset, kimg, cells_m, raw["replicates"], raw["seconds"])
+
+
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark that queries the tables takes: which tables, and where they are cached."""
+    parser.add_argument("--kimg", type=float, default=4.0)
+    parser.add_argument("--datasets", default="digits,shapes")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/hpo-bench-cache"))
+
+
+def tables_of(args: argparse.Namespace) -> list[Table]:
+    """The tables ``add_table_arguments``' options name, measured where the cache lacks them."""
+    return [build(name, args.kimg, args.cache) for name in args.datasets.split(",")]

@@ -73,7 +73,7 @@ def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampl
     startup = startup_trials(spec)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, constant_liar=True)
-    if name == "gp":  # built for small budgets; no constant liar, so parallel workers may propose alike
+    if name == "gp":  # small budgets; conditions on running trials (docs/benchmarks.md: parallel workers)
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
