@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiers import FOLDERS, TESTS, tier_of
+from tests.tiers import CROSS_CUTTING, FOLDERS, TESTS, TIERS, default_folders, misplaced, tier_of
 
 pytest_plugins = ["pytester"]
 
@@ -36,16 +36,21 @@ def planted_suite(pytester: pytest.Pytester) -> None:
         (folder / f"test_{tier}.py").write_text("import time\n\ndef test_here():\n    time.sleep(0.6)\n")
 
 
-def test_every_test_file_lies_in_a_tier_folder_or_the_default_tier() -> None:
-    """A test file in any other folder would run in the default tier unnoticed (``tier_of`` falls back to
-    it), so the default tier is the files directly in tests/."""
+def test_every_test_file_lies_in_a_tier() -> None:
+    """``tier_of`` puts any folder it does not know in the default tier, so a file there would run
+    unnoticed: the default tier is the folders named after hpo/'s packages and the cross-cutting files
+    directly in tests/, and every other place is reported (tests/tiers.py's docstring)."""
+    stray = misplaced()
+    assert not stray, (
+        f"test files in no tier: {[str(p.relative_to(TESTS.parent)) for p in stray]}; put each in "
+        f"tests/<package>/ for the hpo/ package it tests ({', '.join(default_folders())}), in a tier's "
+        f"folder ({', '.join(FOLDERS)}), or name it in CROSS_CUTTING"
+    )
     files = list(TESTS.rglob("test_*.py"))
-    stray = [p for p in files if p.parent != TESTS and tier_of(p) == "default"]
-    assert not stray, f"test files outside tests/ and its tier folders ({', '.join(FOLDERS)}): {stray}"
-    tiers = {tier_of(p) for p in files}
-    assert tiers == {"default", "integration", "e2e", "deploy"}
+    assert {tier_of(p) for p in files} == set(TIERS)
+    assert all((TESTS / name).is_file() for name in CROSS_CUTTING)
     assert tier_of(TESTS / "integration" / "test_outages.py") == "integration"
-    assert tier_of(TESTS / "test_spec.py") == "default"
+    assert tier_of(TESTS / "spec" / "test_spec.py") == "default"
 
 
 def test_plain_pytest_runs_the_default_tier_and_fails_a_test_past_the_limit(pytester: pytest.Pytester) -> None:
@@ -84,10 +89,12 @@ def test_the_tests_readme_lists_every_test_file_under_its_tier() -> None:
 def test_every_other_tier_collects_and_every_fixture_it_asks_for_exists(pytester: pytest.Pytester) -> None:
     """The default tier cannot run the other tiers, but it can plan them: a fixture a moved test
     still asks for from the file it left (a CI failure once) is an error in the plan, found here in
-    seconds instead of after 19 minutes of the integration tier. In-process: the modules are loaded."""
+    seconds instead of after 19 minutes of the integration tier. The modules are loaded, in a process of
+    their own: loaded in this one, pytester drops them afterwards but not what torchvision registers in
+    torch once per process, and the next test to import torchvision failed."""
     root = TESTS.parent
     tiers = [str(TESTS / tier) for tier in FOLDERS]
-    result = pytester.runpytest_inprocess(
+    result = pytester.runpytest_subprocess(
         "--rootdir", str(root), "-c", str(root / "pyproject.toml"), "--tier", "all", "--setup-plan", "-q",
         "-p", "no:cacheprovider", *tiers,
     )  # fmt: skip

@@ -113,7 +113,7 @@ def karras_timesteps(schedule: NoiseSchedule, steps: int, rho: float = KARRAS_RH
     first is T−1, so sampling starts from pure noise as with trailing. Steps crowd towards low noise.
 
     Without the cap at 80 (diffusers' ``use_karras_sigmas`` takes the schedule's own σ_max, and is
-    equal to this where that is at most 80: ``tests/test_karras_spacing.py``), a cosine T = 1000
+    equal to this where that is at most 80: ``tests/diffusion/test_karras_spacing.py``), a cosine T = 1000
     schedule (σ/α 2·10⁴ at T−1) puts 13 of 20 steps on t ≥ 990, where 8 round onto others. diffusers
     also keeps σ_i in its update while the network sees the rounded timestep; here each step uses its
     timestep's own σ, so network and solver agree."""
@@ -224,7 +224,7 @@ def sample_dpmpp_2m(
 
     One network evaluation per step, as DDIM; deterministic (``eta`` must be 0). Matches diffusers'
     ``DPMSolverMultistepScheduler(algorithm_type="dpmsolver++", solver_order=2, final_sigmas_type="zero")``
-    step for step (``tests/test_sampler.py``)."""
+    step for step (``tests/diffusion/test_sampler.py``)."""
     if eta != 0.0:
         raise ValueError(f"DPM-Solver++(2M) is deterministic: eta must be 0, got {eta}")
     del generator  # one signature with the stochastic samplers
@@ -282,7 +282,7 @@ def sample_heun(
     So ``steps`` steps cost at most 2·steps − 1 network evaluations (``SamplingConfig.evaluations``;
     :func:`evaluation_timesteps` lists them for a schedule), each on an integer timestep of the
     training schedule. Deterministic (``eta`` must be 0). Where σ̃ starts at most 80 it matches
-    diffusers' ``HeunDiscreteScheduler`` given the same timesteps (``tests/test_sampler.py``); zero
+    diffusers' ``HeunDiscreteScheduler`` given the same timesteps (``tests/diffusion/test_sampler.py``); zero
     terminal SNR (σ̃ = ∞ at t = T−1) starts with DDIM's step, as above 80."""
     if eta != 0.0:
         raise ValueError(f"Heun is deterministic: eta must be 0, got {eta}")

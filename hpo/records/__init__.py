@@ -1,7 +1,7 @@
 """What a trial and a study store, in one place: every attribute key the service writes (``keys``),
 the typed views every reader goes through (``TrialRecord``, ``StudyRecord``), the run record a trial
 and ``hpo train`` share (``RunRecord``, ``TrainRecord``), and the typed payloads stored inside them.
-No other module names a key as a string or reads ``user_attrs`` (tests/test_record.py greps the
+No other module names a key as a string or reads ``user_attrs`` (tests/records/test_record.py greps the
 package for it), so adding a field or renaming one touches this package and its writer only. The
 verdicts read from these records live in ``hpo.analysis``.
 

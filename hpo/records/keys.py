@@ -1,4 +1,4 @@
-"""Every attribute key the service writes on a trial or a study, in one place (``tests/test_record.py``
+"""Every attribute key the service writes on a trial or a study, in one place (``tests/records/test_record.py``
 greps the package for a key spelt anywhere else)."""
 
 # ---- a trial's attributes ----

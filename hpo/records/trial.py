@@ -226,7 +226,7 @@ def companion_attrs(source: FrozenTrial, *, watch: bool) -> dict[str, Any]:
 def params_of(t: FrozenTrial) -> dict[str, Any]:
     """The trial's parameters under their current names: a parameter stored under a setting's former name
     (``ddim_steps``) reads under its name. The one reader of a stored trial's parameter names
-    (``tests/test_record.py`` fails when a module outside the records and the spec maps them itself)."""
+    (``tests/records/test_record.py`` fails when a module outside the records and the spec maps them itself)."""
     return current_names(t.params)
 
 

@@ -5,7 +5,7 @@ says the number it rests on and what to do next. Every string from the study is 
 
 This module only formats: :func:`hpo.report.build.build` reads the study and computes every number,
 verdict and figure into a :class:`~hpo.report.model.ReportModel`; the functions here lay its sections
-out as HTML (tests/test_report_model.py checks that nothing here reads a study or computes)."""
+out as HTML (tests/report/test_report_model.py checks that nothing here reads a study or computes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every private Optuna name hpo relies on, in one place, with why it is needed. Checked against
-the Optuna version below; ``tests/test_optuna_internals.py`` fails loudly when an upgrade removes or
+the Optuna version below; ``tests/service/test_optuna_internals.py`` fails loudly when an upgrade removes or
 reshapes one, instead of a worker failing mid-study."""
 
 from __future__ import annotations

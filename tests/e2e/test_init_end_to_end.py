@@ -10,7 +10,7 @@ from PIL import Image
 
 from hpo.spec.loading import load_spec
 from tests.cli import run_cli
-from tests.test_init import edit, init, two_classes
+from tests.planning.test_init import edit, init, two_classes
 
 
 def test_a_folder_of_photos_becomes_a_spec_the_doctor_passes_a_study_an_export_and_samples(

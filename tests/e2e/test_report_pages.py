@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 from tests.browser import browse
+from tests.report.test_report_verdicts import confirmed
 from tests.service_helpers import study_report
 from tests.study_builders import structured_study
-from tests.test_report_verdicts import confirmed
 
 
 def test_reports_of_known_studies_render_in_chromium_within_the_page_width(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def test_a_dead_workers_trial_is_failed_within_the_grace_period_while_the_others
 def test_a_worker_whose_trial_was_failed_as_stale_stops_at_once_and_writes_no_checkpoint(
     pg_url: str, tmp_path: Path
 ) -> None:
-    study = launch(tmp_path, pg_url, "stolen", 1, max_retries=0)  # no retry to run (test_orphaned_retries.py)
+    study = launch(tmp_path, pg_url, "stolen", 1, max_retries=0)  # no retry to run (service/test_orphaned_retries.py)
     worker = start_worker(pg_url, tmp_path)
     wait_for(lambda: running_with_reports(study, 1), 240, "a live trial")
     (trial,) = study.get_trials()

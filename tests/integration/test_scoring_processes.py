@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_scoring import COMPUTE_STATS
+from tests.scoring.test_scoring import COMPUTE_STATS
 
 
 def test_concurrent_processes_compute_reference_statistics_once(cache_dir: Path, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_spec_corpus import setting, write_case
+from tests.spec.test_spec_corpus import setting, write_case
 
 
 def test_a_legacy_key_beside_its_new_home_is_one_line_through_a_real_process(tmp_path: Path) -> None:

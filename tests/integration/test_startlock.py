@@ -1,5 +1,5 @@
 """The start lock: one "room for another trial? then ask for it" at a time, across threads, processes
-and hosts (the trial bookkeeping it protects is tested in the default tier, tests/test_trial_bookkeeping.py)."""
+and hosts (the trial bookkeeping it protects is tested in the default tier, tests/service/test_trial_bookkeeping.py)."""
 
 from __future__ import annotations
 

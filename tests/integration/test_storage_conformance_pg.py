@@ -10,7 +10,7 @@ from optuna.testing.pytest_storages import StorageTestCase
 
 from hpo.service.storage import ResilientStorage, open_storage
 from hpo.service.urls import resolve_url
-from tests.test_storage_conformance import HEARTBEATS
+from tests.service.test_storage_conformance import HEARTBEATS
 
 
 @pytest.fixture(params=sorted(HEARTBEATS))

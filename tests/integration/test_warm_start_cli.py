@@ -7,8 +7,8 @@ from pathlib import Path
 import optuna
 
 from hpo.service.storage import open_storage
+from tests.service.test_warm_start import NEXT_SEARCH, planted_source
 from tests.service_helpers import hpo, write_spec
-from tests.test_warm_start import NEXT_SEARCH, planted_source
 
 
 def test_warm_start_through_the_cli_names_what_it_carried_and_refuses_a_missing_study(tmp_path: Path) -> None:

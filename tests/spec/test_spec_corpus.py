@@ -13,7 +13,7 @@ import yaml
 
 from tests.cli import run_cli
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 BASE: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "digits.yaml").read_text())
 Mutation = Callable[[dict[str, Any]], None]
 

@@ -25,9 +25,9 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import spec_from_dict
 from hpo.training.model import info_for, network_for
 from tests.cli import run_cli
+from tests.planning.test_init import two_classes
 from tests.service_helpers import hpo, write_spec
 from tests.study_builders import add, random_params
-from tests.test_init import two_classes
 
 NAME = "mine"
 SEARCH = {  # what tests.study_builders draws trials from

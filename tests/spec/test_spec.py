@@ -11,7 +11,7 @@ from hpo.spec.loading import load_spec
 from tests.cli import run_cli
 from tests.service_helpers import TINY_SPEC, write_spec
 
-SHIPPED = sorted(Path(__file__).parent.parent.glob("search_spaces/*.yaml"))
+SHIPPED = sorted(Path(__file__).parents[2].glob("search_spaces/*.yaml"))
 SIX = {"timesteps", "schedule", "lr", "batch_size", "guidance_scale", "steps"}
 
 

@@ -21,8 +21,8 @@ from hpo.records import ComboScore
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep, build_sweep
 from hpo.training.generate import network_evaluations
-from tests.test_sampler import random_unet
-from tests.test_sweep import Trained, trained  # noqa: F401 (the module's trained model and scorer)
+from tests.diffusion.test_sampler import random_unet
+from tests.scoring.test_sweep import Trained, trained  # noqa: F401 (the module's trained model and scorer)
 
 T = 100
 

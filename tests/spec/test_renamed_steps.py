@@ -17,8 +17,8 @@ from hpo.service.storage import open_storage
 from hpo.spec.loading import load_spec
 from hpo.spec.sampling import SamplingConfig
 from tests.cli import run_cli
+from tests.report.test_report_reader import quickstart_sized
 from tests.service_helpers import TINY_SPEC, study_report, write_spec
-from tests.test_report_reader import quickstart_sized
 
 
 def test_a_spec_that_says_ddim_steps_loads_as_steps_with_one_line_saying_so(

@@ -127,7 +127,7 @@ def test_the_percentile_pruner_stops_a_trial_the_median_keeps(tmp_path: Path) ->
     assert not decisions(make_pruner(spec(tmp_path, pruner={"name": "median"})), [1.0], 9.0)  # 1 < 2 start-up
 
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 ORDINARY = [[0.90, 0.70, 0.55, 0.48, 0.44], [0.95, 0.75, 0.60, 0.52, 0.47], [0.85, 0.72, 0.58, 0.50, 0.46]]
 SLOW_STARTER = [1.40, 0.90, 0.50, 0.35, 0.30]  # last at 1/16 of the budget, best at its end
 

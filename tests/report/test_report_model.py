@@ -22,7 +22,7 @@ from hpo.report.render import page_html, render
 from tests.service_helpers import storage_of
 from tests.study_builders import add, new_study
 
-RENDER = Path(__file__).parent.parent / "hpo" / "report" / "render.py"
+RENDER = Path(__file__).parents[2] / "hpo" / "report" / "render.py"
 ENTRY = "build"  # the only call that may see the study or its storage
 COMPUTING = ("hpo.analysis", "hpo.service", "hpo.companions", "hpo.report.data", "hpo.report.build", "optuna", "plotly")
 # The names render takes from a computing layer, and why: ``build`` (the one computing step), and

@@ -26,7 +26,7 @@ from hpo.diffusion.schedule import NoiseSchedule
 from hpo.errors import ConfigError
 from hpo.spec.sampling import SamplingConfig, SamplingSweep, build_sweep
 from hpo.training.generate import network_evaluations
-from tests.test_sampler import recording_denoiser, smooth_denoiser
+from tests.diffusion.test_sampler import recording_denoiser, smooth_denoiser
 
 # σ/α at most EDM's σ_max = 80 everywhere (20.8 and 64.4 at t = T−1), where diffusers' Karras sigmas are ours
 SHIFTED = {"log_snr_shift": 2.0}

@@ -21,9 +21,9 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import spec_from_dict
 from hpo.training.model import info_for, network_for
 from tests.cli import run_cli
+from tests.commands.test_outputs import SEARCH
 from tests.service_helpers import write_spec
 from tests.study_builders import add, planted_sweep, random_params
-from tests.test_outputs import SEARCH
 
 NAME = "costly"
 # (DDIM steps, guidance) → score. Guided combinations cost two evaluations per step.

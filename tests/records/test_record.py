@@ -40,7 +40,7 @@ from hpo.records import (
     worst_copy,
 )
 
-PACKAGE = Path(__file__).parent.parent / "hpo"
+PACKAGE = Path(__file__).parents[2] / "hpo"
 RECORDS = PACKAGE / "records"
 KEYS = RECORDS / "keys.py"
 

@@ -33,7 +33,7 @@ from hpo.training.trainer import train
 from tests.cli import run_cli
 from tests.conftest import tiny_config
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 DIGITS: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "digits.yaml").read_text())
 DIM = 143  # classifier features on RGB data: 128 + 5 statistics × 3 channels
 SCALES = np.linspace(2.0, 0.1, DIM)  # a reference with unequal spreads, like real features
