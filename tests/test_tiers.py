@@ -53,6 +53,24 @@ def test_every_test_file_lies_in_a_tier() -> None:
     assert tier_of(TESTS / "spec" / "test_spec.py") == "default"
 
 
+def test_a_test_file_in_a_folder_hpo_has_no_package_for_is_reported(tmp_path: Path) -> None:
+    """A planted layout: hpo/ with packages spec and service.inner; a file in tests/foo/ (no hpo/foo/),
+    one a level below tests/spec/ and one directly in tests/ outside CROSS_CUTTING are reported; the
+    folders named after packages, a tier's folder at any depth and a cross-cutting file are not."""
+    package, tests = tmp_path / "hpo", tmp_path / "tests"
+    for folder in ("", "spec", "service", "service/inner"):
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "report" / "static").mkdir(parents=True)  # folders, but no package
+    placed = ["spec/test_a.py", "service/inner/test_b.py", "integration/deep/test_c.py", CROSS_CUTTING[0]]
+    stray = ["foo/test_x.py", "spec/extra/test_y.py", "report/static/test_z.py", "test_loose.py"]
+    for name in [*placed, *stray]:
+        (tests / name).parent.mkdir(parents=True, exist_ok=True)
+        (tests / name).write_text("def test_here():\n    pass\n")
+    assert default_folders(package) == ["service", "service/inner", "spec"]
+    assert misplaced(tests, package) == sorted(tests / name for name in stray)
+
+
 def test_plain_pytest_runs_the_default_tier_and_fails_a_test_past_the_limit(pytester: pytest.Pytester) -> None:
     planted_suite(pytester)
     result = pytester.runpytest_subprocess("-o", "tier_time_limit=0.3", "tests")
