@@ -17,7 +17,7 @@ import pytest
 
 from tests.cli import run_cli
 
-FIXTURE = Path(__file__).parent / "fixtures" / "release_37c44d3"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "release_37c44d3"
 SAID = FIXTURE / "said"
 STUDY = "old-release"
 ROW = re.compile(r"\d+  ")  # a trial's row: its number, then the column gap
