@@ -1,12 +1,19 @@
-"""Writing a file so that no reader ever sees half of it; importable by every layer (it imports
-nothing of hpo)."""
+"""Writing a file so that no reader ever sees half of it, and the type of what is written as JSON
+(``JsonValue``); importable by every layer (it imports nothing of hpo)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeAlias
+
+# What json.dumps writes (a study's attributes, summary.json, ``--json`` output) and json.loads or
+# yaml.safe_load reads: Mapping and Sequence rather than dict and list so that a typed dict[str, float]
+# or a tuple (written as an array) fits without a copy (dict and list are invariant).
+JsonValue: TypeAlias = bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
+JsonObject: TypeAlias = dict[str, JsonValue]  # a JSON object as built or read: its keys are strings
 
 
 def temporary_beside(path: Path) -> Path:

@@ -22,6 +22,7 @@ from hpo.service.space import grid
 from hpo.service.storage import ResilientStorage, open_storage
 from hpo.service.trials import best_own, fail_reason, is_carried, is_retry, retry_history
 from hpo.service.urls import redact, resolve_url
+from hpo.spec.loading import section
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
@@ -189,7 +190,7 @@ def create_or_resume(
     name = name or spec.study.name
     existing = existing_study(spec, storage, name)
     spec_dict = spec.to_dict()
-    spec_dict["study"]["name"] = name
+    section(spec_dict, "study")["name"] = name
     if existing is not None:
         existing.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))  # n_trials may have grown
         return existing, False

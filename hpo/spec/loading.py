@@ -15,6 +15,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from hpo.errors import ConfigError
+from hpo.files import JsonObject
+from hpo.spec.params import ParamValue
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import SECTIONS, Spec, renamed_settings, spec_from_dict
 from hpo.spec.typed import did_you_mean
@@ -125,9 +127,9 @@ def check_tree(root: Node) -> None:
     size(root, "")
 
 
-def parse_overrides(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
+def parse_overrides(overrides: Sequence[str]) -> dict[str, JsonObject]:
     """``section.key=value`` strings → {section: {key: value}}; section ``train`` when omitted."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -155,16 +157,24 @@ def apply_overrides(raw: Any, overrides: Sequence[str]) -> Any:
     return raw
 
 
-def set_fixed(raw: dict[str, Any], name: str, value: Any) -> None:
+def set_fixed(raw: JsonObject, name: str, value: ParamValue) -> None:
     """Fix parameter ``name`` at ``value`` where it belongs in a plain spec (``Spec.to_dict``):
     a sampling setting, a network factory keyword (``network.NAME``) or a train setting."""
     if name in SAMPLING_FIELDS:
-        raw["sampling"][name] = value
+        section(raw, "sampling")[name] = value
     elif name.startswith("network."):
-        network = raw["train"]["network"]
-        network["kwargs"] = {**network.get("kwargs", {}), name.split(".", 1)[1]: value}
+        network = section(section(raw, "train"), "network")
+        network["kwargs"] = {**section(network, "kwargs", missing={}), name.split(".", 1)[1]: value}
     else:
-        raw["train"][name] = value
+        section(raw, "train")[name] = value
+
+
+def section(raw: JsonObject, name: str, *, missing: JsonObject | None = None) -> JsonObject:
+    """``raw[name]``, a mapping of a plain spec (``Spec.to_dict`` writes each as a dict); ``missing``
+    where it is absent and one is given."""
+    value = raw[name] if missing is None else raw.get(name, missing)
+    assert isinstance(value, dict), f"{name} is not a mapping: {value!r}"
+    return value
 
 
 def check_environment(spec: Spec) -> None:

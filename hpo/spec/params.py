@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from hpo.errors import ConfigError
 from hpo.spec.typed import build
+
+ParamValue: TypeAlias = float | int | str | bool | None  # what Optuna stores as a parameter (CategoricalChoiceType)
+Params: TypeAlias = dict[str, ParamValue]  # a trial's parameters by name (searched, a baseline's, --set train.…)
 
 
 @dataclass(frozen=True)

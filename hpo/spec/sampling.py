@@ -12,9 +12,10 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints
 
 from hpo.errors import ConfigError
+from hpo.files import JsonObject
 from hpo.spec.rules import check_guidance, check_guidance_interval, check_sigma_rel, require
 from hpo.spec.samplers import (
     DEFAULT_SAMPLER,
@@ -125,10 +126,10 @@ class SamplingConfig:
         """How many steps of which sampler, e.g. "10 Heun (EDM) steps on the Karras σ spacing (ρ = 7)"."""
         return f"{self.steps} {sampler_facts(self.sampler).words} steps{spacing_facts(self.spacing).words}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         """Plain values; ``ema_sigma_rel`` only when set, so combinations stored before post-hoc EMA read
         the same."""
-        out: dict[str, Any] = {"guidance_scale": self.guidance_scale, "steps": self.steps, "eta": self.eta}
+        out: JsonObject = {"guidance_scale": self.guidance_scale, "steps": self.steps, "eta": self.eta}
         if self.ema_sigma_rel is not None:
             out["ema_sigma_rel"] = self.ema_sigma_rel
         if self.sampler != DEFAULT_SAMPLER:
@@ -155,7 +156,10 @@ class SamplingConfig:
         )  # fmt: skip
 
 
-def current_names(d: Mapping[str, Any]) -> dict[str, Any]:
+_V = TypeVar("_V")
+
+
+def current_names(d: Mapping[str, _V]) -> dict[str, _V]:
     """``d`` with each setting's former name (:data:`RENAMED`) replaced by its name; where both are
     given the current one wins (a caller that must refuse that checks first)."""
     return {RENAMED.get(k, k): v for k, v in d.items() if not (k in RENAMED and RENAMED[k] in d)}
@@ -235,8 +239,10 @@ class SamplingSweep:
         first = {n: (fixed or {}).get(n, self.values(n)[0]) for n in names}
         return SamplingConfig(scales[median[0]], steps[median[1]], min(c.eta for c in combos), **first)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)
+        }
         if not self.posthoc_ema:
             del out["ema_sigma_rel"]  # specs without it keep their fingerprint
         if self.sampler == (DEFAULT_SAMPLER,):

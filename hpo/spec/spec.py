@@ -12,9 +12,10 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints
 
 from hpo.errors import ConfigError
+from hpo.files import JsonObject
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
 from hpo.spec.counts import CountProblem, count_problems, source_channels
 from hpo.spec.params import CategoricalParam, Param, build_param, candidates, param_bounds
@@ -111,6 +112,7 @@ class TrackingSettings:
 SECTIONS = ("study", "data", "train", "sampling", "score", "sampler", "pruner", "tracking", "search", "baselines")
 TRAIN_TYPES = get_type_hints(TrainConfig)
 SAMPLING_TYPES = get_type_hints(SamplingConfig)
+_V = TypeVar("_V")  # a parameter's value
 LEGACY_SAMPLING = {"guidance_scale": "guidance_scale", "ddim_steps": "steps", "ddim_eta": "eta"}
 
 
@@ -128,9 +130,10 @@ class Spec:
     baselines: tuple[Mapping[str, Any], ...]
     file: str = "<spec>"
 
-    def split_params(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A trial's parameters → (training parameters, sampling parameters); a parameter stored under a
-        setting's former name (a study searched ``ddim_steps``) reads as its name."""
+    def split_params(self, params: Mapping[str, _V]) -> tuple[dict[str, _V], dict[str, _V]]:
+        """A trial's parameters (``Params``; ``hpo train``'s also its ``--set train.…`` values) → (training
+        parameters, sampling parameters); a parameter stored under a setting's former name (a study
+        searched ``ddim_steps``) reads as its name."""
         params = current_names(params)
         train = {k: v for k, v in params.items() if k not in SAMPLING_FIELDS}
         return train, {k: v for k, v in params.items() if k in SAMPLING_FIELDS}
@@ -156,8 +159,10 @@ class Spec:
         check_steps(max(c.steps for c in combos), cfg.timesteps, key="sampling.steps")
         return combos
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {s: to_plain(getattr(self, s)) for s in ("study", "data", "train", "score", "sampler", "pruner")}
+    def to_dict(self) -> dict[str, Any]:  # JsonObject once hpo/companions/base.py reads its sections typed
+        out: JsonObject = {
+            s: to_plain(getattr(self, s)) for s in ("study", "data", "train", "score", "sampler", "pruner")
+        }
         out["sampling"] = {k: v for k, v in self.sampling.to_dict().items() if k not in self.search}
         out["tracking"] = to_plain(self.tracking)
         out["search"] = {name: {"type": p.kind, **to_plain(p)} for name, p in self.search.items()}
@@ -170,8 +175,10 @@ class Spec:
         return hashlib.sha256(json.dumps(comparable(self.to_dict()), sort_keys=True).encode()).hexdigest()
 
 
-def comparable(spec: dict[str, Any]) -> dict[str, Any]:
-    return {**spec, "study": {k: v for k, v in spec["study"].items() if k not in ("n_trials", "target_kimg")}}
+def comparable(spec: JsonObject) -> JsonObject:
+    study = spec["study"]
+    assert isinstance(study, Mapping), study  # Spec.to_dict writes every section as a mapping
+    return {**spec, "study": {k: v for k, v in study.items() if k not in ("n_trials", "target_kimg")}}
 
 
 def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -215,15 +222,16 @@ def rename_settings(values: Any, path: str) -> Any:
     return current_names(values)
 
 
-def migrate_legacy(raw: Mapping[str, Any]) -> dict[str, Any]:
+def migrate_legacy(raw: Mapping[str, Any]) -> JsonObject:
     """Settings under a former name (``ddim_steps``) read as their name, and specs written before
     sampling had its own section (guidance, steps and η in train) read as now."""
-    out = dict(raw)
+    out: JsonObject = dict(raw)
     for section in ("sampling", "search"):
         if section in out:
             out[section] = rename_settings(out[section], section)
-    if isinstance(out.get("baselines"), list):
-        out["baselines"] = [rename_settings(b, f"baselines[{i}]") for i, b in enumerate(out["baselines"])]
+    baselines = out.get("baselines")
+    if isinstance(baselines, list):
+        out["baselines"] = [rename_settings(b, f"baselines[{i}]") for i, b in enumerate(baselines)]
     train = out.get("train")
     raw_sampling = out.get("sampling") or {}
     if isinstance(train, Mapping) and isinstance(raw_sampling, Mapping) and any(k in train for k in LEGACY_SAMPLING):
@@ -251,8 +259,8 @@ def spec_from_dict(raw: Mapping[str, Any], *, file: str = "<spec>") -> Spec:
     train = build(TrainConfig, raw.get("train"), "train")
     search = build_search(raw.get("search") or {}, train)
     sampling = build_sweep(raw.get("sampling"))
-    swept = raw.get("sampling") or {}
-    for name in (n for n in SAMPLING_FIELDS if n in search and n in swept):
+    swept = raw.get("sampling") or {}  # a mapping: build_sweep refused anything else
+    for name in (n for n in SAMPLING_FIELDS if n in search and isinstance(swept, Mapping) and n in swept):
         raise ConfigError(
             f"search.{name}",
             f"is also listed under sampling.{name}; keep it in one place (sampling: scored on every trained "
