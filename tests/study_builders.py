@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 
 from hpo.companions import kind_for
 from hpo.companions.base import Request
+from hpo.files import JsonObject
 from hpo.records import ComboScore
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
@@ -78,7 +79,7 @@ def random_params(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
-def planted_sweep(grid: dict[tuple[int, float], float]) -> list[dict[str, object]]:
+def planted_sweep(grid: dict[tuple[int, float], float]) -> list[JsonObject]:
     """A trial's stored sampling sweep with these scores per (DDIM steps, guidance)."""
     return [
         ComboScore(SamplingConfig(guidance_scale=w, steps=n), "full", 256, v, 0.0, None, 1.0).to_dict()

@@ -19,6 +19,7 @@ from hpo.analysis.sweep import ema_sentence, sweep_table
 from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
+from hpo.files import JsonObject
 from hpo.records import TrainRecord, TrialRecord, curve_points, params_of
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point
@@ -26,6 +27,7 @@ from hpo.scoring.score import Scorer, make_scorer, preflight
 from hpo.service.study import find_trial, require_spec
 from hpo.spec.config import POSTHOC_PROFILES, TrainConfig
 from hpo.spec.loading import apply_overrides, load_spec, parse_overrides
+from hpo.spec.params import Params
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig, SamplingSweep
 from hpo.spec.spec import SAMPLING_TYPES, Spec, spec_from_dict
 from hpo.spec.typed import coerce
@@ -40,9 +42,7 @@ from hpo.training.trainer import EvalPoint, TrainingAborted, TrainResult, train
 log = logging.getLogger("hpo")
 
 
-def from_trial(
-    source: str, storage: str | None, overrides: list[str]
-) -> tuple[Spec, dict[str, Any], dict[str, Any] | None]:
+def from_trial(source: str, storage: str | None, overrides: list[str]) -> tuple[Spec, Params, SamplingConfig | None]:
     """``STUDY:TRIAL`` → the study's stored spec (with ``--set`` applied), that trial's parameters and
     its best sampling combination (None when it has no score)."""
     study, trial = find_trial(source, storage, what=f"--from {source!r}", need_trial=True)
@@ -52,13 +52,14 @@ def from_trial(
         spec = spec_from_dict(apply_overrides(stored.to_dict(), overrides), file=f"study {name}")
     except ConfigError as err:
         raise err.in_file(f"study {name}") from None
-    return spec, params_of(trial), TrialRecord.of(trial).sampling_dict
+    return spec, params_of(trial), TrialRecord.of(trial).sampling
 
 
-def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, Any]]:
+def split_overrides(overrides: list[str]) -> tuple[list[str], Params]:
     """``--set`` items for the spec, and sampling settings fixed for this run (``--set
     guidance_scale=2`` or ``sampling.guidance_scale=2``), which replace their sweep axis."""
-    for_spec, fixed = [], {}
+    for_spec: list[str] = []
+    fixed: Params = {}
     for item in overrides:
         key = item.partition("=")[0].rpartition(".")[2]
         if key in SAMPLING_FIELDS:
@@ -94,7 +95,7 @@ def run_train(
         data.train_images.shape[0], data.val_images.shape[0], data.num_classes, data.image_size,
     )  # fmt: skip
     if known_best is not None and not fixed_sampling:
-        watch = SamplingConfig.from_dict(known_best)
+        watch = known_best
     ends = Ends(Deadline(deadline) if deadline is not None else None, stop_when_copying)
     summary = _train_and_score(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, ends=ends)
     write_output(out / "summary.json", json.dumps(summary, indent=2))
@@ -103,12 +104,14 @@ def run_train(
 
 def _spec_and_params(
     spec_path: Path | None, overrides: list[str], *, source: str | None, storage: str | None
-) -> tuple[Spec, dict[str, Any], dict[str, Any] | None]:
+) -> tuple[Spec, JsonObject, SamplingConfig | None]:
     """The spec, the run's parameters (the trial's or the spec's first baseline, then ``--set
     train.…``) and the trial's best sampling combination (None without ``--from`` or a score)."""
-    known_best: dict[str, Any] | None = None
+    known_best: SamplingConfig | None = None
+    params: JsonObject  # the trial's or baseline's Params, then --set train values (any JSON value: a list too)
     if source is not None:
-        spec, params, known_best = from_trial(source, storage, overrides)
+        spec, trial_params, known_best = from_trial(source, storage, overrides)
+        params = dict(trial_params)
     elif spec_path is not None:
         spec = load_spec(spec_path, overrides)
         params = dict(spec.baselines[0]) if spec.baselines else {}
@@ -210,7 +213,7 @@ def _train_and_score(
     out: Path,
     watch: SamplingConfig,
     ends: Ends,
-) -> dict[str, Any]:
+) -> JsonObject:
     """The shared train-and-score path, with the score, copy share and generalisation gap measured at
     every evaluation point (at ``watch``, one sampling combination); then say when to stop."""
     runs = open_runs(spec.tracking, RunInfo("hpo-train", 0, params), tensorboard_dir=out / "tensorboard", local_dir=out)
@@ -239,7 +242,7 @@ def _train_and_score(
     runs.close()
     return TrainRecord(
         run=scored.record(combos), metric_name=metric, value=scored.best.score,
-        sweep=scored.sweep.scores, curve=progress.curve, watch_sampling=watch.as_dict(),
+        sweep=scored.sweep.scores, curve=progress.curve, watch_sampling=watch,
         curve_noise=noise, floor=probe.floor.record(), stop=verdict, samples=str(grid),
         tensorboard=str(out / "tensorboard"),
     ).as_attrs()  # fmt: skip

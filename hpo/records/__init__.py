@@ -80,6 +80,7 @@ from hpo.records.payload import (
 )
 from hpo.records.payloads import (
     DataSummary,
+    EmaSnapshots,
     FloorRecord,
     LadderPlan,
     ScreenStatistic,
@@ -155,6 +156,7 @@ __all__ = [
     "ComboScore",
     "CurvePoint",
     "DataSummary",
+    "EmaSnapshots",
     "FloorRecord",
     "HardwareSummary",
     "HasAttrs",

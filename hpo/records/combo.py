@@ -3,9 +3,11 @@ of the sweep, :func:`hpo.scoring.sweep.run_sweep` measures them)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
+from hpo.files import JsonObject
 from hpo.spec.sampling import SamplingConfig, ScreenBy
 
 Stage = Literal["screen", "full"]
@@ -39,7 +41,7 @@ class ComboScore:
             return self.pca_fid
         return self.kid if self.ranked_by == "kid" else self.score
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             **self.sampling.as_dict(),
             "stage": self.stage,
@@ -57,7 +59,8 @@ class ComboScore:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ComboScore:
+    def from_dict(cls, d: Mapping[str, Any]) -> ComboScore:
+        """A stored score (``to_dict``; a key added later may be absent); raises when a required one is."""
         accuracy = d.get("class_accuracy")
         precision, recall = d.get("precision"), d.get("recall")
         return cls(

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from hpo.files import JsonObject
 from hpo.records.payload import Payload
 
 INPUT_BOUND = 0.3  # a share of step time waiting for data above this is worth a line in the report
@@ -28,7 +28,7 @@ class HardwareSummary(Payload):
     gpu_power_w: float | None = None
     pid: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in super().as_dict().items()}
 
     def cell(self) -> str:

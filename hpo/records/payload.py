@@ -9,6 +9,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 
 
 class HasAttrs(Protocol):
@@ -51,8 +52,8 @@ class Payload:
     NESTED: ClassVar[Mapping[str, type[Payload]]] = {}  # a field that is a payload itself → its type
     KEEP_NONE: ClassVar[bool] = False  # write a field that is None as null (what JSON readers already expect)
 
-    def as_dict(self) -> dict[str, Any]:
-        out = {}
+    def as_dict(self) -> JsonObject:
+        out: JsonObject = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, Payload):

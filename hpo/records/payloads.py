@@ -1,11 +1,12 @@
 """The payloads stored inside a study's attributes, one type each: the data it trained on
 (``DataSummary``), the floor real held-out images set (``FloorRecord``), a companion's plan
-(``LadderPlan``, ``WidthPlan``), a run's stop verdict (``StopVerdict``), and what a trial's value is
-(``ValueStatistic``). Each is written with
+(``LadderPlan``, ``WidthPlan``), a run's stop verdict (``StopVerdict``), what a trial's value is
+(``ValueStatistic``) and what its post-hoc EMA kept (``EmaSnapshots``). Each is written with
 ``as_dict`` and read with ``read``/``from_dict`` (``Payload``), never by string key elsewhere."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -112,3 +113,16 @@ class ValueStatistic(Payload):
     combinations: int  # the sweep's combinations
     completed: int  # of them, scored at the full count
     screen: ScreenStatistic | None = None  # None: no screen, every combination at the full count
+
+
+@dataclass(frozen=True)
+class EmaSnapshots(Payload):
+    """What a run's post-hoc EMA kept (``hpo.scoring.pipeline.Scored.ema_summary``): a trial's and
+    ``hpo train``'s ``ema_snapshots``."""
+
+    folder: str
+    count: int  # snapshots on disk
+    megabytes: float
+    profiles: tuple[float, ...]  # the σ_rel of each tracked EMA profile
+    residual: Mapping[str, float]  # each swept length ('%g') → its rebuild's relative least-squares residual
+    kept: bool | None = None  # a trial's, once it ended: whether its snapshots stay (baselines, each new best)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from hpo.files import JsonObject
 from hpo.records.combo import ComboScore
+from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
     CURVE_ATTR,
     CURVE_NOISE_ATTR,
@@ -22,7 +23,8 @@ from hpo.records.keys import (
     VALUE_ATTR,
     WATCH_SAMPLING_ATTR,
 )
-from hpo.records.payloads import FloorRecord, StopVerdict, ValueStatistic
+from hpo.records.payloads import EmaSnapshots, FloorRecord, StopVerdict, ValueStatistic
+from hpo.spec.sampling import SamplingConfig
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class RunRecord:
 
     val_loss: float
     validation: dict[str, float]  # the pruning metric under its own name
-    sampling: dict[str, Any]
+    sampling: SamplingConfig  # the sweep's best combination
     kid: float | None
     class_accuracy: float | None
     precision: float | None
@@ -46,13 +48,13 @@ class RunRecord:
     images_per_second: float
     peak_memory_mb: float
     num_parameters: int
-    hardware: dict[str, Any] | None
-    ema_snapshots: dict[str, Any] | None
+    hardware: HardwareSummary | None
+    ema_snapshots: EmaSnapshots | None  # None: the EMA length was not swept
     statistic: ValueStatistic  # what the value is (analysis.sweep.value_statistic)
 
-    def as_attrs(self) -> dict[str, Any]:
-        attrs = {
-            "val_loss": self.val_loss, **self.validation, "sampling": self.sampling, "kid": self.kid,
+    def as_attrs(self) -> JsonObject:
+        attrs: JsonObject = {
+            "val_loss": self.val_loss, **self.validation, "sampling": self.sampling.as_dict(), "kid": self.kid,
             "class_accuracy": self.class_accuracy, "precision": self.precision, "recall": self.recall,
             "num_samples": self.num_samples, "combinations": self.combinations, "train_seconds": self.train_seconds,
             "eval_seconds": self.eval_seconds, "eval_points": self.eval_points, "score_seconds": self.score_seconds,
@@ -61,9 +63,9 @@ class RunRecord:
             STATISTIC_ATTR: self.statistic.as_dict(),
         }  # fmt: skip
         if self.hardware is not None:
-            attrs[HARDWARE_ATTR] = self.hardware
+            attrs[HARDWARE_ATTR] = self.hardware.as_dict()
         if self.ema_snapshots is not None:
-            attrs[EMA_SNAPSHOTS_ATTR] = self.ema_snapshots
+            attrs[EMA_SNAPSHOTS_ATTR] = self.ema_snapshots.as_dict()
         return attrs
 
 
@@ -78,18 +80,18 @@ class TrainRecord:
     value: float
     sweep: list[ComboScore]
     curve: dict[str, dict[str, float]]
-    watch_sampling: dict[str, Any]  # the combination every evaluation point was scored at
+    watch_sampling: SamplingConfig  # the combination every evaluation point was scored at
     curve_noise: float  # one pair's estimate of an evaluation point's sd: the last point against the final weights
     floor: FloorRecord
     stop: StopVerdict
     samples: str  # the grid's path (a trial stores an artifact id)
     tensorboard: str
 
-    def as_attrs(self) -> dict[str, Any]:
+    def as_attrs(self) -> JsonObject:
         return {
             **self.run.as_attrs(), METRIC_NAME_ATTR: self.metric_name, VALUE_ATTR: self.value,
             SWEEP_ATTR: [s.to_dict() for s in self.sweep], CURVE_ATTR: self.curve,
-            WATCH_SAMPLING_ATTR: self.watch_sampling,
+            WATCH_SAMPLING_ATTR: self.watch_sampling.as_dict(),
             CURVE_NOISE_ATTR: self.curve_noise, FLOOR_ATTR: self.floor.as_dict(), STOP_ATTR: self.stop.as_dict(),
             SAMPLES_ATTR: self.samples, TENSORBOARD_ATTR: self.tensorboard,
         }  # fmt: skip

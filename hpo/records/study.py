@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 from hpo.records.keys import DATA_ATTR, FLOOR_ATTR, LADDER, NOISE_ATTR, REAL_GRID_ATTR, RUN_ATTR, WIDTHS
 from hpo.records.payload import Stored, as_mapping, as_number
 from hpo.records.payloads import DataSummary, FloorRecord, LadderPlan, WidthPlan
@@ -52,7 +53,7 @@ class StudyRecord(Stored):
         return self.text(REAL_GRID_ATTR)
 
     @property
-    def run(self) -> dict[str, Any] | None:
+    def run(self) -> JsonObject | None:
         """The ledger of the budgeted run (``hpo run``) whose search this study is; None for other studies."""
         return as_mapping(self.attrs.get(RUN_ATTR))
 

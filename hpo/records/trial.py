@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 from hpo.records.combo import ComboScore
 from hpo.records.curve import CurvePoint, curve_points
 from hpo.records.hardware import HardwareSummary
@@ -40,8 +40,9 @@ from hpo.records.keys import (
     WATCH_SAMPLING_ATTR,
 )
 from hpo.records.payload import Stored, as_mapping, as_number
-from hpo.records.payloads import FloorRecord, StopVerdict, ValueStatistic
+from hpo.records.payloads import EmaSnapshots, FloorRecord, StopVerdict, ValueStatistic
 from hpo.records.placement import Placement
+from hpo.spec.params import Params
 from hpo.spec.sampling import RENAMED, SamplingConfig, current_names
 
 
@@ -72,7 +73,8 @@ class TrialRecord(Stored):
         return int(raw) if isinstance(raw, int) else None
 
     @property
-    def sampling_dict(self) -> dict[str, Any] | None:
+    def sampling_dict(self) -> JsonObject | None:
+        """The best combination as stored (a former setting name, e.g. ``ddim_steps``, as it was)."""
         return as_mapping(self.attrs.get("sampling"))
 
     @property
@@ -181,8 +183,8 @@ class TrialRecord(Stored):
         return FID_REPEAT_ATTR in self.attrs
 
     @property
-    def ema_snapshots(self) -> dict[str, Any] | None:
-        return as_mapping(self.attrs.get(EMA_SNAPSHOTS_ATTR))
+    def ema_snapshots(self) -> EmaSnapshots | None:
+        return EmaSnapshots.read(self.attrs.get(EMA_SNAPSHOTS_ATTR))
 
     @property
     def hardware(self) -> HardwareSummary | None:
@@ -208,22 +210,22 @@ class TrialRecord(Stored):
         """Precision, recall and class accuracy, where stored (``analysis.progress.fidelity_text`` reads them)."""
         return {k: v for k in FIDELITY_KEYS if (v := as_number(self.attrs.get(k))) is not None}
 
-    def without_ending(self) -> dict[str, Any]:
+    def without_ending(self) -> JsonObject:
         """The attributes a retry inherits: all but how this attempt ended."""
         return {k: v for k, v in self.attrs.items() if k not in ENDING_ATTRS}
 
 
-def companion_attrs(source: FrozenTrial, *, watch: bool) -> dict[str, Any]:
+def companion_attrs(source: FrozenTrial, *, watch: bool) -> JsonObject:
     """A companion trial's attributes: which source trial it re-runs, whether that was a baseline and
     (a confirmation or ladder, ``watch``) the sampling the source found best."""
     record = TrialRecord.of(source)
-    attrs: dict[str, Any] = {SOURCE_TRIAL_ATTR: source.number, BASELINE_ATTR: record.baseline}
+    attrs: JsonObject = {SOURCE_TRIAL_ATTR: source.number, BASELINE_ATTR: record.baseline}
     if watch:
         attrs[WATCH_SAMPLING_ATTR] = record.sampling_dict
     return attrs
 
 
-def params_of(t: FrozenTrial) -> dict[str, Any]:
+def params_of(t: FrozenTrial) -> Params:
     """The trial's parameters under their current names: a parameter stored under a setting's former name
     (``ddim_steps``) reads under its name. The one reader of a stored trial's parameter names
     (``tests/records/test_record.py`` fails when a module outside the records and the spec maps them itself)."""

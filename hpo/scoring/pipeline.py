@@ -9,10 +9,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hpo.analysis.sweep import SweepResult, value_statistic
-from hpo.records import PRUNING_METRIC, ComboScore, RunRecord, ValueStatistic
+from hpo.records import PRUNING_METRIC, ComboScore, EmaSnapshots, RunRecord, ValueStatistic
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.sampling import SamplingConfig, SamplingSweep
@@ -44,13 +43,13 @@ class Scored:
         last = result.history[-1].metrics
         return RunRecord(
             val_loss=last["val_loss"], validation={PRUNING_METRIC: last[PRUNING_METRIC]},
-            sampling=best.sampling.as_dict(), kid=best.kid, class_accuracy=best.class_accuracy,
+            sampling=best.sampling, kid=best.kid, class_accuracy=best.class_accuracy,
             precision=best.precision, recall=best.recall, num_samples=best.num_samples, combinations=len(combos),
             train_seconds=round(result.seconds, 2), eval_seconds=round(result.eval_seconds, 2),
             eval_points=result.eval_points, score_seconds=round(self.score_seconds, 2),
             images_per_second=round(result.images_per_second, 1),
             peak_memory_mb=round(result.peak_memory_bytes / 2**20, 1), num_parameters=result.num_parameters,
-            hardware=result.hardware.as_dict() if result.hardware is not None else None,
+            hardware=result.hardware,
             ema_snapshots=self.ema_summary(combos), statistic=self.statistic,
         )  # fmt: skip
 
@@ -64,19 +63,19 @@ class Scored:
                   "floor": floor}  # fmt: skip
         return {k: float(v) for k, v in values.items() if v is not None}
 
-    def ema_summary(self, combos: Sequence[SamplingConfig]) -> dict[str, Any] | None:
+    def ema_summary(self, combos: Sequence[SamplingConfig]) -> EmaSnapshots | None:
         """What the post-hoc EMA kept and how faithfully each swept length was rebuilt (the profile's
         relative least-squares residual: 0 for a tracked length); None without an EMA sweep."""
         if self.ema is None:
             return None
         lengths = sorted({c.ema_sigma_rel for c in combos if c.ema_sigma_rel is not None})
-        return {
-            "folder": str(self.ema.folder),
-            "count": len(self.ema.snapshots),
-            "megabytes": round(self.ema.disk_bytes / 2**20, 2),
-            "profiles": sorted({s.sigma_rel for s in self.ema.snapshots}),
-            "residual": {f"{sigma:g}": round(self.ema.fit(sigma).residual, 5) for sigma in lengths},
-        }
+        return EmaSnapshots(
+            folder=str(self.ema.folder),
+            count=len(self.ema.snapshots),
+            megabytes=round(self.ema.disk_bytes / 2**20, 2),
+            profiles=tuple(sorted({s.sigma_rel for s in self.ema.snapshots})),
+            residual={f"{sigma:g}": round(self.ema.fit(sigma).residual, 5) for sigma in lengths},
+        )
 
 
 def weights_at(

@@ -12,7 +12,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def run_objective(
     summary = record.ema_snapshots
     if summary is not None:  # baselines and each new best (their score was repeated) keep their snapshots
         kept = record.repeated
-        trial.set_user_attr(EMA_SNAPSHOTS_ATTR, {**summary, "kept": kept})
+        trial.set_user_attr(EMA_SNAPSHOTS_ATTR, replace(summary, kept=kept).as_dict())
         if not kept:
             files.remove()
     return value

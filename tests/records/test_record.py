@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -39,6 +40,7 @@ from hpo.records import (
     params_of,
     worst_copy,
 )
+from hpo.spec.sampling import SamplingConfig
 
 PACKAGE = Path(__file__).parents[2] / "hpo"
 RECORDS = PACKAGE / "records"
@@ -137,13 +139,13 @@ def test_the_grep_finds_what_it_looks_for(tmp_path: Path) -> None:
     assert len(attribute_reads(planted)) == 3
 
 
-def frozen(attrs: dict[str, object], state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:
+def frozen(attrs: Mapping[str, object], state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:
     return create_trial(
         state=state,
         value=1.0 if state == TrialState.COMPLETE else None,
         params={"lr": 1e-3},
         distributions={"lr": FloatDistribution(1e-4, 1e-2, log=True)},
-        user_attrs=attrs,
+        user_attrs=dict(attrs),
     )
 
 
@@ -191,7 +193,7 @@ def test_a_companion_trial_names_its_source_and_watches_the_sampling_the_source_
 
 def test_a_run_record_keeps_one_set_of_keys_and_leaves_out_what_it_lacks() -> None:
     record = RunRecord(
-        val_loss=0.1, validation={"val_rel": 0.9}, sampling={"guidance": 1.0}, kid=None, class_accuracy=None,
+        val_loss=0.1, validation={"val_rel": 0.9}, sampling=SamplingConfig(), kid=None, class_accuracy=None,
         precision=0.5, recall=0.4, num_samples=64, combinations=3, train_seconds=1.0, eval_seconds=0.5,
         eval_points=4, score_seconds=2.0,
         images_per_second=10.0, peak_memory_mb=5.0, num_parameters=1000, hardware=None, ema_snapshots=None,

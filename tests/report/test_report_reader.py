@@ -12,6 +12,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from hpo.files import JsonObject
 from hpo.records import DATA_ATTR, FLOOR_ATTR
 from tests.browser import browse
 from tests.service_helpers import study_report
@@ -29,7 +30,7 @@ tr.text.forEach((t,i)=>note(t,tr.marker.color[i]))}out.plots.push(n)}
 document.body.setAttribute('data-probe',JSON.stringify(out))},300))</script></body>"""
 
 
-def sweep_best_at(best: tuple[int, float], level: float, rng: np.random.Generator) -> list[dict[str, object]]:
+def sweep_best_at(best: tuple[int, float], level: float, rng: np.random.Generator) -> list[JsonObject]:
     grid = {(n, w): level + 1.0 + rng.uniform(0, 2) for n in STEPS for w in SCALES}
     grid[best] = level
     return planted_sweep(grid)
