@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial
 from hpo.analysis.importance import Importances, common_eval_point, importances, score_target, validation_target
 from hpo.analysis.ranking import best_first
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 from hpo.records import PRUNING_METRIC, named
 from hpo.spec.loading import set_fixed
 from hpo.spec.sampling import SAMPLING_FIELDS
@@ -35,7 +36,7 @@ class Change:
     name: str
     action: str  # narrowed | fixed | kept
     evidence: str
-    search: dict[str, Any] | None = None  # the new search entry (narrowed, kept)
+    search: JsonObject | None = None  # the new search entry (narrowed, kept)
     value: Any = None  # the fixed value
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hpo.analysis.noise import Noise
+from hpo.files import JsonObject
 from hpo.records import FloorRecord, worst_copy
 
 Space = Literal["pixels", "features"]
@@ -24,7 +25,7 @@ class CopyShare:
     space: Space
     nearest: tuple[int, ...] = ()  # index of each query's nearest training image (for showing pairs)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"share": self.share, "low": self.low, "high": self.high, "n": self.n, "space": self.space}
 
     @property

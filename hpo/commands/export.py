@@ -18,12 +18,14 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.analysis.frontier import BudgetPick, best_within, cheapest_text
 from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 from hpo.records import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord, params_of
 from hpo.service.frontiers import study_frontiers
 from hpo.service.names import artifact_file
 from hpo.service.study import find_trial, require_spec
 from hpo.service.trials import fail_reason
-from hpo.spec.loading import load_spec, set_fixed
+from hpo.spec.loading import load_spec, section, set_fixed
+from hpo.spec.params import Params
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import Spec, spec_from_dict
 
@@ -63,7 +65,7 @@ def trial_winner(
         raise HpoError(f"trial {trial.number} of study {study.study_name!r} stored no sampling; pick another trial")
     stored = require_spec(study)
     spec = spec_from_dict(fixed_spec(stored, params_of(trial), sampling), file=f"study {study.study_name}")
-    provenance: dict[str, Any] = {
+    provenance: JsonObject = {
         "study": study.study_name, "trial": trial.number, VALUE_ATTR: value,
         METRIC_NAME_ATTR: stored.score.metric_name,
     }  # fmt: skip
@@ -109,13 +111,14 @@ def checkpoint_of(study: optuna.Study, trial: FrozenTrial, artifacts: Path) -> P
     return path
 
 
-def fixed_spec(spec: Spec, params: dict[str, Any], sampling: SamplingConfig) -> dict[str, Any]:
+def fixed_spec(spec: Spec, params: Params, sampling: SamplingConfig) -> JsonObject:
     """The plain spec that trains exactly this trial: its parameters fixed, no search, no baselines,
     and the sampling section the one combination ``sampling``."""
-    raw = spec.to_dict()
+    raw: JsonObject = spec.to_dict()
     for name, value in params.items():
         set_fixed(raw, name, value)
-    raw["sampling"] = {**{k: v for k, v in raw["sampling"].items() if k not in SAMPLING_FIELDS}, **sampling.as_dict()}
+    kept = {k: v for k, v in section(raw, "sampling").items() if k not in SAMPLING_FIELDS}
+    raw["sampling"] = {**kept, **sampling.as_dict()}
     raw["search"], raw["baselines"] = {}, []
     return raw
 
@@ -163,7 +166,7 @@ def write_export(out: Path, winner: Winner, state: Mapping[str, torch.Tensor], *
     return [out / WEIGHTS, out / SPEC, out / SAMPLING]
 
 
-def exported_settings(winner: Winner) -> dict[str, Any]:
+def exported_settings(winner: Winner) -> JsonObject:
     """``sampling.json``: the best sampling settings, provenance and the network's input description."""
     info = winner.info
     network = {"channels": info.channels, "image_size": info.image_size, "num_classes": info.num_classes}

@@ -9,7 +9,6 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
 from optuna.storages import RDBStorage
@@ -19,6 +18,7 @@ from hpo.analysis.noise import noise_of
 from hpo.analysis.progress import copy_floor_of, fidelity_pair, fidelity_text, floor_reading
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.tables import cell_text, table
+from hpo.files import JsonObject
 from hpo.records import PRUNING_METRIC, HardwareSummary, Placement, StopVerdict, StudyRecord, TrialRecord, params_of
 from hpo.run.ledger import Ledger
 from hpo.service.frontiers import frontier_of, guided_twice, study_frontiers
@@ -26,6 +26,7 @@ from hpo.service.storage import open_storage
 from hpo.service.study import Progress, load, metric_of, n_trials_of, progress
 from hpo.service.trials import best_own, carried_text, fail_reason, leak_text, own_trials, retried_numbers
 from hpo.service.urls import redact
+from hpo.spec.params import Params
 from hpo.spec.sampling import SamplingConfig
 
 
@@ -56,7 +57,7 @@ class TrialRow:
     value: float | None  # the score: complete trials only
     val_last: float | None  # the validation metric at the last evaluation point reached
     gap_last: float | None  # the generalisation gap there
-    params: dict[str, Any]
+    params: Params
     sampling: SamplingConfig | None  # the best combination of the sweep (guidance, steps, ...)
     fidelity: tuple[float, float] | None  # (precision, recall)
     stop: StopVerdict | None  # where evaluation points were scored (budget ladders)
@@ -91,7 +92,7 @@ class TrialRow:
             else f"{self.stop.kind} since {self.stop.since_kimg:.3g} kimg"
         )
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JsonObject:
         stop = self.stop
         return {
             "number": self.number, "state": self.state, "retried_as": self.retried_as, "value": self.value,
@@ -220,7 +221,7 @@ def frontier_line(study: optuna.Study, best: optuna.trial.FrozenTrial) -> str | 
     return f"best trial's cost frontier: {points} ({frontier.statistic}; `hpo export --max-nfe N` takes a budget)"
 
 
-def frontiers_json(study: optuna.Study) -> dict[str, Any]:
+def frontiers_json(study: optuna.Study) -> JsonObject:
     """Every complete trial's frontier: trial → its points (cost, value, combination)."""
     return {
         str(n): {"statistic": f.statistic,
@@ -258,7 +259,7 @@ def status_text(url: str, study_name: str | None, width: int | None = None) -> s
     return table(rows, ["study", "progress"])
 
 
-def study_json(study: optuna.Study) -> dict[str, Any]:
+def study_json(study: optuna.Study) -> JsonObject:
     p, noise = progress(study, n_trials_of(study)), noise_of(own_trials(study))
     floor = StudyRecord.of(study).floor
     return {
@@ -271,7 +272,7 @@ def study_json(study: optuna.Study) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def status_json(url: str, study_name: str | None) -> dict[str, Any]:
+def status_json(url: str, study_name: str | None) -> JsonObject:
     """``hpo status --json``: every study's summary, or one study's and one object per trial."""
     studies = shown_studies(url, study_name)
     if study_name is None:

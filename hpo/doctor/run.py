@@ -13,7 +13,7 @@ from hpo.doctor.result import Check
 from hpo.errors import ConfigError
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim, screen_words
-from hpo.spec.params import candidates, param_bounds
+from hpo.spec.params import Params, candidates, param_bounds
 from hpo.spec.sampling import SCREEN_PAYS
 from hpo.spec.spec import Spec, sample_count_problems, sampling_values
 from hpo.training.data import ImageData, load_data
@@ -23,7 +23,7 @@ from hpo.training.runtime import default_memory_limit, resolve_device
 from hpo.training.trainer import Trainer, make_schedule
 
 
-def base_params(spec: Spec) -> dict[str, Any]:
+def base_params(spec: Spec) -> Params:
     """The first baseline, else nothing: the configuration a person would try first."""
     return dict(spec.baselines[0]) if spec.baselines else {}
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from hpo.errors import HpoError
-from hpo.files import atomic_write
+from hpo.files import JsonObject, atomic_write
 from hpo.run.budget import duration
 
 RUN_FILE = "run.json"
@@ -120,11 +121,12 @@ class Ledger:
         for p in self.phases:
             p.running_since = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Ledger:
+    def from_dict(cls, raw: Mapping[str, Any]) -> Ledger:
+        """The ledger ``to_dict`` stored; raises (KeyError, TypeError) where one it needs is missing."""
         phases = {p["name"]: Phase(**p) for p in raw.get("phases", [])}
         return cls(
             folder=raw["folder"], budget_s=float(raw["budget_s"]), study=raw["study"], image_size=raw.get("image_size"),

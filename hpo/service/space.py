@@ -9,11 +9,11 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hpo.spec.params import CategoricalParam, FloatParam, IntParam, Param
+from hpo.spec.params import CategoricalParam, FloatParam, IntParam, Param, Params
 
 
-def suggest(trial: optuna.Trial, search: Mapping[str, Param]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
+def suggest(trial: optuna.Trial, search: Mapping[str, Param]) -> Params:
+    params: Params = {}
     for name, p in search.items():
         if isinstance(p, FloatParam):
             params[name] = trial.suggest_float(name, p.low, p.high, log=p.log, step=p.step)

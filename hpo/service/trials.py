@@ -16,6 +16,7 @@ from hpo.analysis.hardware import rss_leak
 from hpo.analysis.ranking import best_first
 from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.service.optuna_internals import frozen
+from hpo.spec.params import Params
 
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
@@ -88,7 +89,7 @@ def ended_line(t: FrozenTrial) -> str:
     return f"trial {t.number} ended: {what}{took}"
 
 
-def started_line(trial: optuna.Trial, params: dict[str, object]) -> str:
+def started_line(trial: optuna.Trial, params: Params) -> str:
     """The worker's one log line for a trial it starts: number, retry of which, parameters."""
     retry = retry_of(frozen(trial))
     of = f" (retry of trial {retry})" if retry is not None else ""

@@ -34,6 +34,7 @@ from hpo.records import CARRIED_ATTR, WARM_START_ATTR, named
 from hpo.service.space import distributions
 from hpo.service.study import enqueue_baseline
 from hpo.service.trials import own_trials
+from hpo.spec.params import Params
 from hpo.spec.sampling import SAMPLING_FIELDS
 from hpo.spec.spec import Spec, changed_keys
 
@@ -45,7 +46,7 @@ RELATIVE_TOLERANCE = 1e-3
 class Carried:
     source: str
     observations: int = 0  # trials copied in as prior observations
-    enqueued: list[dict[str, Any]] = field(default_factory=list)  # configurations queued to run first
+    enqueued: list[Params] = field(default_factory=list)  # configurations queued to run first
     skipped: Counter[str] = field(default_factory=Counter)  # why a finished trial was not carried: count
     moved: Counter[str] = field(default_factory=Counter)  # a now-fixed parameter: carried trials drawn elsewhere
     differs: list[str] = field(default_factory=list)  # settings (not searched) the source trained with otherwise

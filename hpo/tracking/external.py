@@ -10,7 +10,6 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -69,7 +68,7 @@ class WandbRun:
         self.run.log(sync_scalars(point), step=point.steps[-1])
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None:
-        values: dict[str, Any] = dict(scalars_of(point))
+        values: dict[str, object] = dict(scalars_of(point))  # the scalars, and a wandb.Image
         if grid is not None:
             values["samples/while_training"] = self.wandb.Image(grid)
         self.run.log(values, step=point.step)

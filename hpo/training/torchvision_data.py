@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ from hpo.errors import DataError
 from hpo.spec.config import TORCHVISION_DATASETS
 
 
-def _datasets() -> dict[str, Any]:
+def _datasets() -> dict[str, Callable[..., Any]]:
+    """Each dataset's class, called with root, download and its split."""
     from torchvision import datasets
 
     table = {name: getattr(datasets, name) for name in TORCHVISION_DATASETS}  # the names specs accept

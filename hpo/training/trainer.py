@@ -20,6 +20,7 @@ from torch import nn
 
 from hpo.diffusion.losses import diffusion_loss
 from hpo.diffusion.schedule import NoiseSchedule
+from hpo.files import JsonObject
 from hpo.records import HardwareSummary
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
@@ -56,7 +57,7 @@ class TrainingStopped(RuntimeError):
 
 # Config fields added after checkpoints were written, with the value those runs had: a checkpoint
 # written before a worker's upgrade still resumes after it.
-ADDED_SINCE: dict[str, Any] = {"eval_spacing": "even"}
+ADDED_SINCE: JsonObject = {"eval_spacing": "even"}
 
 
 @dataclass(frozen=True)

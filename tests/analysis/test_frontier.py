@@ -17,6 +17,7 @@ from hpo.records import ComboScore
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
 from hpo.spec.loading import load_spec
+from hpo.spec.params import Params
 from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import spec_from_dict
 from hpo.training.model import info_for, network_for
@@ -81,7 +82,7 @@ def study_with_weights(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, P
     rng = np.random.default_rng(0)
     for _ in range(12):
         add(study, random_params(rng), value=20.0, curve=[1.0] * 4)  # no sweep stored: no frontier
-    params = {"lr": 1e-3, "batch_size": 16, "schedule": "linear", "guidance_scale": 1.5}
+    params: Params = {"lr": 1e-3, "batch_size": 16, "schedule": "linear", "guidance_scale": 1.5}
     cfg = spec_from_dict(fixed_spec(require_spec(study), params, SamplingConfig(2.0, 30))).train
     artifacts = folder / "artifacts"
     artifacts.mkdir()

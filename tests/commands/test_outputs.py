@@ -21,6 +21,7 @@ from hpo.errors import HpoError
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
 from hpo.spec.loading import load_spec
+from hpo.spec.params import Params
 from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import spec_from_dict
 from hpo.training.model import info_for, network_for
@@ -74,7 +75,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         p = random_params(rng)
         add(study, p, value=5 + (np.log10(p["lr"]) + 3) ** 2, curve=[1.0] * 4)
     sampling = SamplingConfig(guidance_scale=1.5, steps=2)
-    params = {"lr": 1e-3, "batch_size": 16, "schedule": "linear", "guidance_scale": 1.5}
+    params: Params = {"lr": 1e-3, "batch_size": 16, "schedule": "linear", "guidance_scale": 1.5}
     cfg = spec_from_dict(fixed_spec(require_spec(study), params, sampling)).train
     artifacts = folder / "artifacts"
     artifacts.mkdir()

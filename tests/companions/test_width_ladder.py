@@ -39,11 +39,12 @@ def planted(tmp_path: Path, alpha: float, *, second_wins_at_width: bool = False)
     for _ in range(companion_size(companion)):
         trial = companion.ask()
         params = suggest(trial, search)  # the enqueued width, lr and seed, as a worker reads them
-        number, width, lr = trial.user_attrs["confirm_of"], params["base_channels"], params["lr"]
+        number, width, lr, seed = trial.user_attrs["confirm_of"], params["base_channels"], params["lr"], params["seed"]
+        assert isinstance(width, int) and isinstance(lr, float) and isinstance(seed, int)
         offset = offsets[number]
         if second_wins_at_width and number == 2 and width == 32:
             offset = 0.2
-        seed_noise = 0.01 * (1 if params["seed"] % 2 else -1)
+        seed_noise = 0.01 * (1 if seed % 2 else -1)
         optimum = 1e-3 * (width / 8) ** alpha
         companion.tell(trial, math.log(lr / optimum) ** 2 + offset + seed_noise)
     return source, companion

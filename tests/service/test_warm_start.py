@@ -18,6 +18,7 @@ from hpo.service.study import create_or_resume, make_sampler, progress
 from hpo.service.trials import best_own, own_trials
 from hpo.service.warm_start import warm_start
 from hpo.spec.loading import load_spec
+from hpo.spec.params import Params
 from hpo.spec.spec import Spec
 from tests.service_helpers import write_spec
 from tests.study_builders import add
@@ -91,7 +92,7 @@ def test_the_sampler_models_the_carried_trials(tmp_path: Path, sampler: str) -> 
     warm_start(target, spec, source, load_spec(tmp_path / "source.yaml"))
     carried = [t for t in target.get_trials() if CARRIED_ATTR in t.user_attrs]
 
-    def first_proposal(prior: list[optuna.trial.FrozenTrial]) -> dict[str, object]:
+    def first_proposal(prior: list[optuna.trial.FrozenTrial]) -> Params:
         study = optuna.create_study(sampler=make_sampler(spec))
         for t in prior:
             study.add_trial(t)
