@@ -5,9 +5,9 @@ the reading and creation steps they share."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import optuna
 from optuna.storages import BaseStorage, RDBStorage
@@ -17,9 +17,11 @@ from hpo.analysis.confirmation import Confirmed
 from hpo.analysis.ranking import best_first
 from hpo.companions.blocks import Block
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 from hpo.records import SOURCE_STUDY_ATTR, StudyRecord, TrialRecord
 from hpo.service.study import create_or_resume, require_spec
 from hpo.service.trials import own_trials
+from hpo.spec.params import Params, ParamValue
 from hpo.spec.spec import spec_from_dict
 
 SEED_BASE = 1000  # confirmation seeds 1001, 1002, ...: never the study's own seed
@@ -50,7 +52,7 @@ class Reading(Protocol):
     what ``hpo confirm`` prints: :func:`~hpo.companions.blocks.blocks_text`), and its data as JSON
     (``hpo confirm --json``)."""
 
-    def json(self) -> dict[str, Any]: ...
+    def json(self) -> JsonObject: ...
 
     def blocks(self) -> list[Block]: ...
 
@@ -116,22 +118,30 @@ def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
     return chosen
 
 
+def section(raw: JsonObject, name: str) -> JsonObject:
+    """One section of a spec mapping, as a new mapping (a spec's sections are objects)."""
+    value = raw[name]
+    if not isinstance(value, Mapping):
+        raise TypeError(f"spec section {name!r} is {type(value).__name__}, not a mapping")
+    return dict(value)
+
+
 def companion_raw(
-    study: optuna.Study, name: str, *, n_trials: int, train: dict[str, object], search: dict[str, list[Any]]
-) -> dict[str, Any]:
+    study: optuna.Study, name: str, *, n_trials: int, train: JsonObject, search: Mapping[str, Sequence[ParamValue]]
+) -> JsonObject:
     """The study's spec as a companion's: its own name and trial count, ``train`` settings replaced,
     the parameters in ``search`` (and kimg) taken out of the search space and offered as exactly those
     choices, no pruning, no baselines: every trial is enqueued by the companion's creator."""
     raw = require_spec(study).to_dict()
-    raw["study"] = {**raw["study"], "name": name, "n_trials": n_trials}
-    raw["train"] = {**raw["train"], **train}
-    raw["search"] = {k: v for k, v in raw["search"].items() if k != "kimg" and k not in search}
-    raw["search"].update({k: {"type": "categorical", "choices": v} for k, v in search.items()})
+    raw["study"] = {**section(raw, "study"), "name": name, "n_trials": n_trials}
+    raw["train"] = {**section(raw, "train"), **train}
+    kept: JsonObject = {k: v for k, v in section(raw, "search").items() if k != "kimg" and k not in search}
+    raw["search"] = {**kept, **{k: {"type": "categorical", "choices": list(v)} for k, v in search.items()}}
     raw.update(pruner={"name": "none"}, sampler={"name": "random", "seed": 0}, baselines=[])
     return raw
 
 
-Run = tuple[dict[str, Any], dict[str, Any]]  # one enqueued trial: its parameters and its user attributes
+Run = tuple[Params, JsonObject]  # one enqueued trial: its parameters and its user attributes
 
 
 def create_companion(
@@ -141,9 +151,9 @@ def create_companion(
     name: str,
     what: str,
     n_trials: int,
-    train: dict[str, object],
-    search: dict[str, list[Any]],
-    attrs: dict[str, Any],
+    train: JsonObject,
+    search: Mapping[str, Sequence[ParamValue]],
+    attrs: JsonObject,
     runs: Iterable[Run],
     pointer: str,
 ) -> optuna.Study:

@@ -10,7 +10,6 @@ configurations are tied.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
 from optuna.storages import RDBStorage
@@ -26,6 +25,7 @@ from hpo.companions.base import (
     seed_choices,
 )
 from hpo.companions.blocks import Block, NextStep, Paragraph, Table
+from hpo.files import JsonObject
 from hpo.records import CONFIRMED_BY, FloorRecord, StudyRecord, companion_attrs
 from hpo.service.study import require_spec
 from hpo.spec.params import candidates
@@ -36,10 +36,10 @@ def create(
     storage: RDBStorage,
     request: Request,
     *,
-    train: dict[str, object],
+    train: JsonObject,
     name: str,
     pointer: str,
-    attrs: dict[str, Any] | None = None,
+    attrs: JsonObject | None = None,
 ) -> optuna.Study:
     """A companion with one trial per (configuration, seed), or the existing one, trained with
     ``train`` settings and carrying ``attrs``; the source study's ``pointer`` attribute names it. The
@@ -66,7 +66,7 @@ def verdict(source: optuna.Study, companion: optuna.Study) -> Verdict:
     )
 
 
-def configuration_json(c: Confirmed) -> dict[str, Any]:
+def configuration_json(c: Confirmed) -> JsonObject:
     return {
         "trial": c.trial, "baseline": c.baseline, "study_value": c.study_value, "values": c.values,
         "mean": c.mean if c.values else None, "spread": c.spread if len(c.values) > 1 else None,
@@ -79,7 +79,7 @@ class ConfirmReading:
     metric: str
     floor: FloorRecord | None  # where real held-out images land on the same score
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> JsonObject:
         v = self.verdict
         return {
             "budget_ratio": v.budget_ratio, "seeds": v.seeds, "finished": v.finished, "expected": v.expected,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -27,6 +26,7 @@ from hpo.companions import confirm
 from hpo.companions.base import Request, companion_name, confirmed_results, finished_count
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.companions.confirm import configuration_json
+from hpo.files import JsonObject
 from hpo.records import LADDER, LADDER_BY, FloorRecord, LadderPlan, StudyRecord, TrialRecord
 from hpo.service.study import require_spec
 
@@ -128,7 +128,7 @@ class LadderReading:
     ladder: Ladder
     metric: str
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> JsonObject:
         ladder = self.ladder
         rungs = [
             {"multiple": r.multiple, "kimg": r.kimg, "state": r.state, "rank_correlation": r.rank_correlation,
@@ -137,8 +137,8 @@ class LadderReading:
         ]  # fmt: skip
         return {
             "finished": ladder.finished, "expected": ladder.expected, "rungs": rungs, "verdict": ladder.summary,
-            "stops": {n: s.as_dict() for n, s in ladder.stops.items()},
-            "forecasts": {n: {"target_kimg": f.target_kimg, "value": f.value, "low": f.low, "high": f.high,
+            "stops": {str(n): s.as_dict() for n, s in ladder.stops.items()},  # JSON keys are strings
+            "forecasts": {str(n): {"target_kimg": f.target_kimg, "value": f.value, "low": f.low, "high": f.high,
                               "text": f.text} for n, f in ladder.forecasts.items()},
             "floor": ladder.floor.as_dict() if ladder.floor is not None else None,
         }  # fmt: skip

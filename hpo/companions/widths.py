@@ -10,8 +10,8 @@ the lr optimum sits per width (lr ∝ width^α); per width, whether the study's 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -31,9 +31,10 @@ from hpo.companions.base import (
 )
 from hpo.companions.blocks import Block, Chart, Items, NextStep, Paragraph, Table
 from hpo.errors import HpoError
+from hpo.files import JsonObject
 from hpo.records import WIDTHS, WIDTHS_BY, StudyRecord, TrialRecord, WidthPlan, companion_attrs
 from hpo.service.study import require_spec
-from hpo.spec.params import candidates
+from hpo.spec.params import Params, ParamValue, candidates
 
 LR_STEP = 2.0  # neighbouring learning rates of the grid differ by this factor
 MIN_LRS = 3  # a parabola needs three points; fewer cannot place an optimum
@@ -81,7 +82,7 @@ def create(
     seed_values = seed_choices(seeds)
     name = companion_name(study.study_name, WIDTHS_KIND.name)
     n_trials = len(configs) * len(factors) * lrs * seeds
-    search: dict[str, list[Any]] = {"seed": seed_values, "base_channels": all_widths, "lr": all_lrs}
+    search: dict[str, Sequence[ParamValue]] = {"seed": seed_values, "base_channels": all_widths, "lr": all_lrs}
     runs = (
         ({**kept(trial), "base_channels": width, "lr": lr, "seed": seed}, companion_attrs(trial, watch=False))
         for trial, widths, grid in plans
@@ -95,7 +96,7 @@ def create(
     )  # fmt: skip
 
 
-def kept(trial: FrozenTrial) -> dict[str, Any]:
+def kept(trial: FrozenTrial) -> Params:
     """A configuration's parameters that every run of its width ladder keeps (not its budget, lr, width)."""
     return {k: v for k, v in trial.params.items() if k not in ("kimg", "lr", "base_channels")}
 
@@ -168,9 +169,9 @@ class WidthReading:
     ladder: WidthLadder
     metric: str
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> JsonObject:
         ladder = self.ladder
-        configs = [
+        configs: list[JsonObject] = [
             {"trial": c.trial, "baseline": c.baseline, "study_value": c.study_value, "verdict": c.text,
              "state": c.result.state if c.result else "pending", "alpha": c.result.alpha if c.result else None,
              "regret": c.result.regret if c.result else None,
@@ -178,7 +179,7 @@ class WidthReading:
                          "edge": o.edge} for o in (c.result.optima if c.result else ())]}
             for c in ladder.transfers
         ]  # fmt: skip
-        rungs = [{"factor": r.factor, "state": r.state, "verdict": r.text} for r in ladder.rungs]
+        rungs: list[JsonObject] = [{"factor": r.factor, "state": r.state, "verdict": r.text} for r in ladder.rungs]
         return {
             "parameterization": ladder.parameterization, "finished": ladder.finished, "expected": ladder.expected,
             "configurations": configs, "rungs": rungs, "verdict": ladder.summary,

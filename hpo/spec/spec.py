@@ -159,7 +159,7 @@ class Spec:
         check_steps(max(c.steps for c in combos), cfg.timesteps, key="sampling.steps")
         return combos
 
-    def to_dict(self) -> dict[str, Any]:  # JsonObject once hpo/companions/base.py reads its sections typed
+    def to_dict(self) -> dict[str, Any]:  # JsonObject would need a section check in every reader (narrow)
         out: JsonObject = {
             s: to_plain(getattr(self, s)) for s in ("study", "data", "train", "score", "sampler", "pruner")
         }
