@@ -21,6 +21,7 @@ from hpo.files import JsonObject
 from hpo.records import SOURCE_STUDY_ATTR, StudyRecord, TrialRecord
 from hpo.service.study import create_or_resume, require_spec
 from hpo.service.trials import own_trials
+from hpo.spec.loading import section
 from hpo.spec.params import Params, ParamValue
 from hpo.spec.spec import spec_from_dict
 
@@ -116,14 +117,6 @@ def pick_configurations(study: optuna.Study, top: int) -> list[FrozenTrial]:
     if not chosen:
         raise HpoError(f"study {study.study_name!r} has no complete trial to confirm yet")
     return chosen
-
-
-def section(raw: JsonObject, name: str) -> JsonObject:
-    """One section of a spec mapping, as a new mapping (a spec's sections are objects)."""
-    value = raw[name]
-    if not isinstance(value, Mapping):
-        raise TypeError(f"spec section {name!r} is {type(value).__name__}, not a mapping")
-    return dict(value)
 
 
 def companion_raw(
