@@ -4,9 +4,10 @@ inside an attribute (:class:`Payload`: its dict derived from its fields)."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from hpo.errors import HpoError
 from hpo.files import JsonObject
@@ -77,6 +78,11 @@ class Payload:
         for name, kind in cls.NESTED.items():
             if isinstance(values.get(name), Mapping):
                 values[name] = kind.from_dict(values[name])
+        hints = field_types(cls)
+        wrong = [name for name, value in values.items() if name in hints and not fits(value, hints[name])]
+        if wrong:
+            found = ", ".join(f"{name} = {values[name]!r}" for name in wrong)
+            raise HpoError(f"a stored {cls.__name__} has {found}, not of the field's type; it was not written by hpo")
         return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in values.items()})
 
     @classmethod
@@ -88,3 +94,38 @@ class Payload:
             return cls.from_dict(raw)
         except (HpoError, TypeError):
             return None
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """A payload's field annotations, resolved once (empty where one cannot be: nothing is checked then)."""
+    if cls not in _HINTS:
+        try:
+            _HINTS[cls] = get_type_hints(cls)
+        except (NameError, TypeError):
+            _HINTS[cls] = {}
+    return _HINTS[cls]
+
+
+def fits(value: object, hint: Any) -> bool:
+    """Whether a stored JSON value fits a field annotation: numbers for int and float (never a bool), a
+    list for a tuple (each element checked), one of a Literal's values, a mapping for a Mapping; what
+    this does not know (Any, a payload already read) fits."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return any(fits(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (str, bool):
+        return isinstance(value, hint)
+    if origin is Literal:
+        return value in args
+    if origin is tuple:
+        return isinstance(value, (list, tuple)) and all(fits(v, args[0]) for v in value)
+    if origin is Mapping or origin is dict:
+        return isinstance(value, Mapping)
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from functools import cached_property
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -100,9 +101,10 @@ class TrialRecord(Stored):
             str(k): dict(v) for k, v in (as_mapping(self.attrs.get(CURVE_ATTR)) or {}).items() if isinstance(v, dict)
         }
 
-    @property
+    @cached_property
     def points(self) -> list[CurvePoint]:
-        """The curve's evaluation points, in order."""
+        """The curve's evaluation points, in order (parsed once per record: ``point`` and ``last_point``
+        read them again)."""
         return curve_points(self.curve)
 
     def point(self, index: int) -> CurvePoint | None:
@@ -118,9 +120,10 @@ class TrialRecord(Stored):
     def grids(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in (as_mapping(self.attrs.get(GRIDS_ATTR)) or {}).items()}
 
-    @property
+    @cached_property
     def sweep(self) -> list[ComboScore]:
-        """Every score the sweep stored, in the order they landed (an entry it cannot read is left out)."""
+        """Every score the sweep stored, in the order they landed (an entry it cannot read is left out);
+        parsed once per record."""
         out = []
         for raw in self.attrs.get(SWEEP_ATTR) or []:
             try:

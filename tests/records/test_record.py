@@ -18,9 +18,11 @@ from optuna.trial import TrialState, create_trial
 from hpo.errors import HpoError
 from hpo.records import (
     BASELINE_ATTR,
+    CURVE_ATTR,
     ENDING_ATTRS,
     LADDER,
     SOURCE_TRIAL_ATTR,
+    SWEEP_ATTR,
     WATCH_SAMPLING_ATTR,
     DataSummary,
     FloorRecord,
@@ -362,3 +364,28 @@ def test_one_reader_gives_a_trials_parameters_under_their_current_names() -> Non
     )  # fmt: skip
     assert params_of(old) == {"steps": 10, "lr": 1e-3} and named(old).params == params_of(old)
     assert set(named(old).distributions) == {"steps", "lr"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "field"),
+    [
+        (FloorRecord, {"score": "3.1"}, "score"),  # a string where a number belongs
+        (LadderPlan, {"base_kimg": 0.8, "budgets": [1, "4"]}, "budgets"),  # one element of a tuple
+        (StopVerdict, {"kind": "finished", "text": "x"}, "kind"),  # not one of the Literal's values
+        (DataSummary, {"train": True, "held_out": 1, "classes": 1, "image_size": 8, "channels": 1}, "train"),
+    ],
+)
+def test_a_payload_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
+    kind: type[Payload], raw: dict[str, object], field: str
+) -> None:
+    """A field's type is checked on read, not only its presence: ``from_dict`` names the field, ``read``
+    (every reader's way in) gives None, as for a missing field."""
+    with pytest.raises(HpoError, match=rf"a stored {kind.__name__} has {field} = "):
+        kind.from_dict(raw)
+    assert kind.read(raw) is None
+
+
+def test_a_trial_record_parses_its_curve_and_sweep_once() -> None:
+    record = TrialRecord({CURVE_ATTR: {"1": {"kimg": 1.0, "score": 2.0}}, SWEEP_ATTR: []})
+    assert record.points is record.points and record.sweep is record.sweep
+    assert record.point(1) is record.points[0]
