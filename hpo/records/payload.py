@@ -96,10 +96,10 @@ class Payload:
             return None
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_HINTS: dict[type, dict[str, object]] = {}
 
 
-def field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, object]:
     """A payload's field annotations, resolved once (empty where one cannot be: nothing is checked then)."""
     if cls not in _HINTS:
         try:
@@ -109,7 +109,7 @@ def field_types(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def fits(value: object, hint: Any) -> bool:
+def fits(value: object, hint: object) -> bool:
     """Whether a stored JSON value fits a field annotation: numbers for int and float (never a bool), a
     list for a tuple (each element checked), one of a Literal's values, a mapping for a Mapping; what
     this does not know (Any, a payload already read) fits."""
@@ -121,7 +121,7 @@ def fits(value: object, hint: Any) -> bool:
     if hint in (int, float):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint in (str, bool):
-        return isinstance(value, hint)
+        return type(value) is hint
     if origin is Literal:
         return value in args
     if origin is tuple:
