@@ -12,7 +12,7 @@ approach: many sampler seeds at no training cost).
 The seed-to-seed spread (training and sampling seed) of the best cells is measured too, so every
 difference between samplers or pruners can be read against it.
 
-Built by ``sampler_efficiency.py`` and ``pruning_replay.py`` on first use (two processes, one
+Built by ``sampler_efficiency.py``, ``pruning_replay.py`` or ``parallel_search.py`` on first use (two processes, one
 core each) and cached as JSON beside the other benchmark caches; an interrupted build resumes.
 """
 

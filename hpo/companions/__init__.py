@@ -3,9 +3,9 @@ fresh seeds, to longer budgets, at other widths), served by the same workers and
 verdict. One protocol (:class:`~hpo.companions.base.Kind`), one module per kind, and the registry
 below that ``hpo confirm``, ``hpo status`` and the report iterate.
 
-Adding a kind: a module with a ``Kind`` object (create, read into a ``Reading``: text, JSON and the
-report's blocks) and its pure verdict in ``hpo.analysis``, then one line in :data:`KINDS` and its flag in
-:attr:`~hpo.companions.base.Request.kind`.
+Adding a kind: a module with a ``Kind`` object (create, read into a ``Reading``: the report's blocks,
+printed through ``blocks.blocks_text``, and JSON) and its pure verdict in ``hpo.analysis``, then one
+line in :data:`KINDS` and its flag in :attr:`~hpo.companions.base.Request.kind`.
 
 May import: ``hpo.service``, ``hpo.records``, ``hpo.analysis``, ``hpo.spec``, ``hpo.diffusion`` (to size a width),
 ``hpo.training``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.errors``, ``hpo.files``. Never

@@ -32,9 +32,9 @@ from hpo.spec.typed import check_keys, coerce
 
 MAX_COMBINATIONS = 256
 # Screened combinations completed to the full count, beside each guidance scale's best and the screen's
-# frontier (hpo.analysis.frontier.finalists): on 21 good models (3 datasets, classifier features) the
+# frontier (hpo.analysis.frontier.finalists): on 24 good models (3 datasets, classifier features) the
 # screen's best 1 picked a combination more than 2 sd of a difference (floor 2 %) worse than truth's
-# best on 4, its best 3 on 1 (photos-7, 8.7 % worse; benchmarks/sweep_truth.py, docs/screening.md).
+# best on 5, its best 3 on 1 (photos-7, 8.7 % worse; benchmarks/sweep_truth.py, docs/screening.md).
 RESCORE_TOP = 3
 # A screen is planned only where it saves at least this share of the sweep's network evaluations in the
 # worst case: with its finalists completed, on grids of a dozen combinations it saves nothing there, and
