@@ -111,8 +111,8 @@ def field_types(cls: type) -> dict[str, object]:
 
 def fits(value: object, hint: object) -> bool:
     """Whether a stored JSON value fits a field annotation: numbers for int and float (never a bool), a
-    list for a tuple (each element checked), one of a Literal's values, a mapping for a Mapping; what
-    this does not know (Any, a payload already read) fits."""
+    list for a tuple (each element checked), one of a Literal's values, a mapping for a Mapping, a nested
+    payload read as one; what this does not know (Any) fits."""
     origin, args = get_origin(hint), get_args(hint)
     if origin in (Union, types.UnionType):
         return any(fits(value, arg) for arg in args)
@@ -128,4 +128,6 @@ def fits(value: object, hint: object) -> bool:
         return isinstance(value, (list, tuple)) and all(fits(v, args[0]) for v in value)
     if origin is Mapping or origin is dict:
         return isinstance(value, Mapping)
+    if isinstance(hint, type) and issubclass(hint, Payload):
+        return isinstance(value, hint)  # a nested payload, read by NESTED when it was a mapping
     return True

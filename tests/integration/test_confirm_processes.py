@@ -38,7 +38,7 @@ def test_hpo_confirm_budgets_scores_every_rung_of_one_run_through_a_worker_proce
         assert sorted(map(int, curve)) == [1, 2, 3, 4]  # one evaluation point per multiple, one run to 4×
         assert all({"score", "copy_pixels", "copy_features", "gap"} <= set(p) for p in curve.values())
     assert set(companion.user_attrs[FLOOR_ATTR]) >= {"score", "copy_pixels_high"}
-    assert "real held-out images" in out.stdout and "forecast at 2 kimg" in out.stdout
+    assert "Real held-out images score" in out.stdout and "forecast at 2 kimg" in out.stdout
     assert out.stdout.count("per doubling") == 2  # a stop verdict per configuration
     status = hpo("status", "lad-ladder", "--wide", url=url, cwd=tmp_path)
     assert status.returncode == 0 and "gap@last" in status.stdout and "stop" in status.stdout

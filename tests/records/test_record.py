@@ -394,6 +394,7 @@ def test_one_reader_gives_a_trials_parameters_under_their_current_names() -> Non
         (LadderPlan, {"base_kimg": 0.8, "budgets": [1, "4"]}, "budgets"),  # one element of a tuple
         (StopVerdict, {"kind": "finished", "text": "x"}, "kind"),  # not one of the Literal's values
         (DataSummary, {"train": True, "held_out": 1, "classes": 1, "image_size": 8, "channels": 1}, "train"),
+        (ValueStatistic, {**ValueStatistic("FID", 64, 133, "none", 6, 6).as_dict(), "screen": "pca"}, "screen"),
     ],
 )
 def test_a_payload_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
