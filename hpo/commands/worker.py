@@ -98,8 +98,15 @@ def worker_env(url: str, **extra: str) -> dict[str, str]:
 
 
 def report_writer(report_dir: Path, artifact_dir: Path) -> OnStudyDone:
-    """The callback that writes a finished study's report (the worker knows nothing of reports)."""
-    from hpo.report.render import report_path, write_report
+    """The callback that writes a finished study's report (the worker knows nothing of reports). Its
+    import (scipy's compiled modules among it) runs with SIGTERM held back: a start-up stop raised
+    inside a compiled module's import left it half-registered, and the next import of it failed with
+    a traceback; held back, the stop arrives once the import is whole."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        from hpo.report.render import report_path, write_report
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def write(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
         path = write_report(study, storage, report_path(study.study_name, report_dir), artifact_dir=artifact_dir)
