@@ -123,16 +123,24 @@ def best_value(study: optuna.Study) -> float:
 
 def photo_folder(root: Path, per_image: int = 400) -> Path:
     """Patches of scikit-learn's two sample photographs (china, flower): 2 classes of real photos."""
+    return cut_photos(root / "photo-patches", per_image, random_patch)
+
+
+def still_folder(root: Path, per_image: int = 400) -> Path:
+    """A second photo source, cut as :func:`photo_folder` cuts the first: patches of two colour
+    photographs scikit-image ships (astronaut, coffee), 2 classes."""
+    return cut_photos(root / "still-patches", per_image, random_patch, images=skimage_photos)
+
+
+def random_patch(rng: np.random.Generator, image: np.ndarray, stem: Path) -> None:
+    """A square patch of 48 to 128 px at a random place, shrunk to 32 px (PNG)."""
     from PIL import Image
 
-    def cut(rng: np.random.Generator, image: np.ndarray, stem: Path) -> None:
-        h, w, _ = image.shape
-        side = int(rng.integers(48, 128))
-        y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
-        crop = Image.fromarray(image[y : y + side, x : x + side])
-        crop.resize((32, 32), Image.Resampling.BICUBIC).save(stem.with_suffix(".png"))
-
-    return cut_photos(root / "photo-patches", per_image, cut)
+    h, w, _ = image.shape
+    side = int(rng.integers(48, 128))
+    y, x = int(rng.integers(0, h - side)), int(rng.integers(0, w - side))
+    crop = Image.fromarray(image[y : y + side, x : x + side])
+    crop.resize((32, 32), Image.Resampling.BICUBIC).save(stem.with_suffix(".png"))
 
 
 def patch_folder(root: Path, per_image: int = 400) -> Path:
@@ -149,15 +157,35 @@ def patch_folder(root: Path, per_image: int = 400) -> Path:
     return cut_photos(root / "photo-patches-96", per_image, cut)
 
 
-def cut_photos(folder: Path, per_image: int, cut: Callable[[np.random.Generator, np.ndarray, Path], None]) -> Path:
-    """``folder``/china and /flower, ``per_image`` images each cut by ``cut`` (seeded: the same folder
-    every time); written once."""
+def sklearn_photos() -> dict[str, np.ndarray]:
+    """scikit-learn's two sample photographs, by name."""
     from sklearn.datasets import load_sample_images
 
+    return dict(zip(("china", "flower"), load_sample_images().images, strict=True))
+
+
+def skimage_photos() -> dict[str, np.ndarray]:
+    """Two colour photographs scikit-image ships in its wheel (no download): an astronaut's portrait
+    and a cup of coffee."""
+    try:
+        from skimage import data
+    except ImportError:
+        raise SystemExit("the second photo source needs scikit-image: pip install -e '.[bench]'") from None
+    return {"astronaut": data.astronaut(), "coffee": data.coffee()}
+
+
+def cut_photos(
+    folder: Path,
+    per_image: int,
+    cut: Callable[[np.random.Generator, np.ndarray, Path], None],
+    images: Callable[[], dict[str, np.ndarray]] = sklearn_photos,
+) -> Path:
+    """``folder``/<name> for each of ``images``' photographs, ``per_image`` images each cut by ``cut``
+    (seeded: the same folder every time); written once."""
     if (folder / "done").exists():
         return folder
     rng = np.random.default_rng(0)
-    for name, image in zip(("china", "flower"), load_sample_images().images, strict=True):
+    for name, image in images().items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         for i in range(per_image):
             cut(rng, image, folder / name / f"{i:04d}")

@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DIGITS, patch_folder, photo_folder, spec_with
+from benchmarks.common import DIGITS, patch_folder, photo_folder, spec_with, still_folder
 
 CACHE = Path("/tmp/hpo-bench-cache/good-models")
 DATASETS = ("digits", "shapes", "photos")
-PHOTO_CUTS = {"photos": photo_folder, "patches": patch_folder}  # the two photographs cut two ways
+# scikit-learn's two photographs cut two ways, and a second source (scikit-image's) cut as the first
+PHOTO_CUTS = {"photos": photo_folder, "patches": patch_folder, "stills": still_folder}
 MODELS = 6  # per dataset
 # Shapes' best guidance sat at the grid's top edge after 32 kimg (FID∞ 18-39): they train 4× longer.
-KIMG = {"digits": 32, "shapes": 128, "photos": 32, "patches": 32}
+KIMG = {"digits": 32, "shapes": 128, "photos": 32, "patches": 32, "stills": 32}
 WIDTH = 32
-SEEDS = {"digits": 11, "shapes": 12, "photos": 13, "patches": 14}  # each dataset's draws of configurations
+SEEDS = {"digits": 11, "shapes": 12, "photos": 13, "patches": 14, "stills": 15}  # each dataset's draws of configurations
 
 
 @dataclass(frozen=True)

@@ -645,7 +645,7 @@ def halves(datasets: tuple[str, ...], models: int, cache: Path = CACHE) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", default=",".join((*DATASETS, "patches")))
+    parser.add_argument("--datasets", default=",".join((*DATASETS, "patches", "stills")))
     parser.add_argument("--models", type=int, default=MODELS)
     parser.add_argument("--measure", action="store_true", help="only train and sample what is missing")
     parser.add_argument("--tables", action="store_true", help="only the tables, from what is cached")

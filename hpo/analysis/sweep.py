@@ -16,6 +16,7 @@ from hpo.spec.sampling import SamplingConfig
 @dataclass
 class SweepResult:
     scores: list[ComboScore] = field(default_factory=list)  # every score, screening and full
+    difference_sd: float | None = None  # sd of a difference between two full-count values (same samples)
 
     @property
     def full(self) -> list[ComboScore]:
@@ -43,6 +44,7 @@ def value_statistic(result: SweepResult, metric: str, features: int) -> ValueSta
     return ValueStatistic(
         metric=metric, samples=result.best.num_samples, features=features, bias_correction="none",
         combinations=len({s.sampling for s in result.scores}), completed=len(full), screen=screen,
+        difference_sd=result.difference_sd,
     )  # fmt: skip
 
 

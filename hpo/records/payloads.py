@@ -113,6 +113,9 @@ class ValueStatistic(Payload):
     combinations: int  # the sweep's combinations
     completed: int  # of them, scored at the full count
     screen: ScreenStatistic | None = None  # None: no screen, every combination at the full count
+    # sd of the difference between two completed combinations' values on the same samples (from their
+    # samples' disjoint halves: hpo.scoring.sweep.difference_sd); None: fewer than 2 completed here
+    difference_sd: float | None = None
 
 
 @dataclass(frozen=True)

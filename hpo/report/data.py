@@ -17,7 +17,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.noise import Noise, noise_of
 from hpo.analysis.ranking import best_first, score_of
-from hpo.records import ComboScore, Stage, TrialRecord
+from hpo.analysis.seeds import TIE_SDS
+from hpo.records import ComboScore, Stage, TrialRecord, ValueStatistic
 from hpo.service.study import metric_of, n_trials_of, progress
 from hpo.service.trials import fail_reason
 from hpo.spec.counts import pca_dims
@@ -216,11 +217,24 @@ def cell_words(c: SamplingConfig) -> str:
 NO_NOISE_SHARE = 0.05  # without a measured noise, combinations this close to the best count as level
 
 
+def combo_margin(statistic: ValueStatistic | None, noise: Noise, best: float) -> tuple[float, str]:
+    """How close to one trial's best combination another of its completed combinations must come to be
+    level with it, and why: 2 sd of their difference on the same samples where the sweep measured it
+    (the noise the two values share cancels); for a trial stored before it was measured, the study's
+    tie margin of two independent values (wider); with neither, NO_NOISE_SHARE of the best."""
+    if statistic is not None and statistic.difference_sd is not None:
+        sd = statistic.difference_sd
+        return TIE_SDS * sd, f"2 × the sd of a difference between two combinations on the same samples, {sd:.2g}"
+    if noise.sd is not None:
+        return noise.tie_margin, f"2·√2 × the score's noise {noise.sd:.2g}: no difference noise stored with this trial"
+    return NO_NOISE_SHARE * best, f"{NO_NOISE_SHARE:.0%} of it: no noise measured"
+
+
 def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str:
     """Which sampling combination, for the best trial's own model: its best completed combination
-    (the trial's value) and the cheapest completed one within the noise of it, both at the trial's
-    own count; then how far the trials behind it agree (by rank within each trial, never by
-    averaging their scores)."""
+    (the trial's value) and the cheapest completed one within the noise of their difference
+    (:func:`combo_margin`), both at the trial's own count; then how far the trials behind it agree
+    (by rank within each trial, never by averaging their scores)."""
     sweeps = [(t, scores) for t in done[:top] if len(scores := sweep_of(t)) > 1]
     if not sweeps:
         return "No sampling sweep yet: list several guidance_scale / steps values under sampling in the spec."
@@ -229,12 +243,7 @@ def sweep_answer(done: Sequence[FrozenTrial], noise: Noise, top: int = 5) -> str
     if not full:
         return f"The best trial (#{best_trial.number}) completed no sampling combination to the full count."
     best = min(full, key=lambda s: s.score)
-    margin = noise.tie_margin if noise.sd is not None else NO_NOISE_SHARE * best.score
-    why = (
-        f"2·√2 × the score's noise {noise.sd:.2g}"
-        if noise.sd is not None
-        else f"{NO_NOISE_SHARE:.0%} of it: no noise measured"
-    )
+    margin, why = combo_margin(TrialRecord.of(best_trial).statistic, noise, best.score)
     near = [s for s in full if s.score - best.score <= margin]
     cheapest = min(near, key=lambda s: (s.evaluations(True), s.score))
     text = (

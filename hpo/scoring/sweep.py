@@ -9,7 +9,9 @@ differently from the full-count FID (``benchmarks/screen_agreement.py``). The be
 ``num_samples`` (the screening samples are reused, since sample i is the same image in both), and so
 are the screen's best at each guidance scale and at each cost that beats every cheaper one
 (:func:`hpo.analysis.frontier.finalists` says why); the trial's value is the best full-count FID: FIDs
-are compared at equal counts only. With ``ema`` (post-hoc EMA), a
+are compared at equal counts only. Which of two completed combinations is better is read against the
+noise of their *difference* on the same samples (:func:`difference_sd`), smaller than two independent
+values' because the noise they share cancels. With ``ema`` (post-hoc EMA), a
 combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
 at a time, and screened in two stages (:func:`ema_stages`).
 """
@@ -18,13 +20,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import statistics
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 from hpo.analysis.frontier import screen_finalists
+from hpo.analysis.noise import pair_sd
 from hpo.analysis.sweep import SweepResult
 from hpo.records import ComboScore, Stage
+from hpo.scoring.distance import Reference, frechet
 from hpo.scoring.score import SampleFeatures, Scorer, sample_features, score_labels, scores_of
 from hpo.spec.counts import pca_dims
 from hpo.spec.sampling import SamplingConfig, ScreenBy
@@ -101,6 +108,7 @@ def run_sweep(
             won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value).sampling
             screen(at_settings_of(won, rest))
         finalists = sorted(screen_finalists(result.scores, rescore_top, labels is not None), key=ema_order)
+    fulls: dict[SamplingConfig, np.ndarray] = {}
     for combo in finalists:
         if (combo, "full") in done:
             result.scores.append(done[(combo, "full")])
@@ -110,7 +118,23 @@ def run_sweep(
         else:
             sample = measure(combo, 0, n)
         record(combo, "full", sample)
+        fulls[combo] = sample.feats
+    result.difference_sd = difference_sd(scorer.reference.space, list(fulls.values()))
     return result
+
+
+def difference_sd(reference: Reference, samples: Sequence[np.ndarray]) -> float | None:
+    """The sd of the difference between two combinations' FIDs on the same samples (sample i is the
+    same label and initial noise in both): each combination's FID on the two disjoint halves of its
+    samples; each pair of combinations gives one estimate of a half-count difference's sd (the two
+    halves' differences, :func:`~hpo.analysis.noise.pair_sd`), pooled over pairs (root mean square)
+    and scaled by 1/√2 to the whole count. None with fewer than 2 combinations (a retried trial's
+    reused scores bring no samples)."""
+    if len(samples) < 2:
+        return None
+    halves = [(frechet(f[: len(f) // 2], reference).value, frechet(f[len(f) // 2 :], reference).value) for f in samples]
+    pairs = [pair_sd(a1 - b1, a2 - b2) for i, (a1, a2) in enumerate(halves) for b1, b2 in halves[i + 1 :]]
+    return math.sqrt(statistics.fmean(p * p for p in pairs)) / math.sqrt(2)
 
 
 def ema_stages(combos: Sequence[SamplingConfig]) -> tuple[list[SamplingConfig], list[SamplingConfig]]:

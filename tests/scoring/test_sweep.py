@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 import torch
@@ -15,12 +16,13 @@ from optuna.trial import TrialState
 from hpo.analysis.frontier import screen_finalists, screen_frontier
 from hpo.analysis.sweep import statistic_text, value_statistic
 from hpo.diffusion import sampler as sampler_module
-from hpo.records import ComboScore
+from hpo.records import ComboScore, ValueStatistic
 from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
+from hpo.scoring.distance import Reference
 from hpo.scoring.score import Scorer, make_scorer
-from hpo.scoring.sweep import run_sweep
+from hpo.scoring.sweep import difference_sd, run_sweep
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
@@ -100,6 +102,28 @@ def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
         "classifier-FID of 48 samples in 133 feature dimensions (plug-in, not bias-corrected: compared at equal "
         f"counts only); {picked}"
     )
+
+
+def test_the_noise_of_a_difference_on_shared_samples_is_smaller_than_of_two_independent_values() -> None:
+    """Two combinations that share each sample's noise (``b`` is ``a`` nudged) differ by far less noise
+    than two independent draws of the same distribution (``c``): the halves of their own samples say so."""
+    rng = np.random.default_rng(0)
+    reference = Reference.of(rng.normal(0.0, 1.0, (4000, 8)))
+    a = rng.normal(0.3, 1.0, (512, 8))
+    b, c = a + rng.normal(0.05, 0.05, a.shape), rng.normal(0.3, 1.0, a.shape)
+    shared, independent = difference_sd(reference, [a, b]), difference_sd(reference, [a, c])
+    assert shared is not None and independent is not None
+    assert shared < independent / 3  # 0.012 against 0.057 here
+    assert difference_sd(reference, [a]) is None  # one combination has no difference
+
+
+def test_a_sweep_stores_the_noise_of_a_difference_beside_the_trials_value(trained: Trained) -> None:
+    model, scorer = trained
+    result = run_sweep(scorer, model, COMBOS[:2])
+    stat = value_statistic(result, scorer.config.metric_name, scorer.reference.space.dim)
+    assert result.difference_sd is not None and result.difference_sd > 0
+    assert stat.difference_sd == result.difference_sd
+    assert ValueStatistic.from_dict(stat.as_dict()) == stat
 
 
 def test_known_scores_are_not_recomputed(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> None:
