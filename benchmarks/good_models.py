@@ -32,7 +32,8 @@ MODELS = 6  # per dataset
 # Shapes' best guidance sat at the grid's top edge after 32 kimg (FID∞ 18-39): they train 4× longer.
 KIMG = {"digits": 32, "shapes": 128, "photos": 32, "patches": 32, "stills": 32}
 WIDTH = 32
-SEEDS = {"digits": 11, "shapes": 12, "photos": 13, "patches": 14, "stills": 15}  # each dataset's draws of configurations
+# each dataset's draws of configurations
+SEEDS = {"digits": 11, "shapes": 12, "photos": 13, "patches": 14, "stills": 15}
 
 
 @dataclass(frozen=True)
