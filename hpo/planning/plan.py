@@ -45,10 +45,10 @@ POINTS: dict[Kind, tuple[int, EvalSpacing]] = {"gpu": (5, "doubling"), "cpu": (4
 
 
 # Classifier-FID's full count, every combination scored on it: at 1 024 the best picked was within 2 sd
-# of a difference of truth's best on every good model measured (digits, shapes, two cuts of photos),
-# at most 2.1 % worse (23 models); at 512 FID's count bias, which grows with a combination's spread, put another
-# guidance scale first on photos-7, 6.4 % worse (benchmarks/sweep_truth.py,
-# docs/screening.md).
+# of a difference of truth's best on every good model measured (digits, shapes, two cuts of
+# scikit-learn's photos, scikit-image's photos), at most 2.1 % worse (28 models); at 512 FID's count
+# bias, which grows with a combination's spread, put another guidance scale first on photos-7, 6.4 %
+# worse (benchmarks/sweep_truth.py, docs/screening.md).
 CLASSIFIER_SAMPLES = 1024
 
 
