@@ -52,7 +52,7 @@ from benchmarks.claims import unclaimed
 from benchmarks.common import RESULTS, write_result
 from benchmarks.good_models import CACHE, DATASETS, MODELS, ModelKey, keys, load_model, model_spec, train_model
 from hpo.analysis.frontier import Screened, finalists
-from hpo.analysis.noise import pair_sd
+from hpo.analysis.noise import halves_difference_sd
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
 from hpo.spec.counts import pca_dims
 
@@ -415,9 +415,7 @@ def truth_sd(model: Model) -> float:
     stat = extrapolated(0.25, points=8, draws=3)
     a = {k: stat(f[:half], model.reference) for k, f in model.feats.items()}
     b = {k: stat(f[half:], model.reference) for k, f in model.feats.items()}
-    labels = sorted(a)
-    deltas = [pair_sd(a[x] - a[y], b[x] - b[y]) for i, x in enumerate(labels) for y in labels[i + 1 :]]
-    return math.sqrt(statistics.fmean(d * d for d in deltas)) / math.sqrt(2)
+    return halves_difference_sd([(a[k], b[k]) for k in sorted(a)])
 
 
 def judge(rule: Rule, model: Model, truth: dict[str, float]) -> Judged:

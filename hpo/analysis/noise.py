@@ -50,6 +50,15 @@ def pair_sd(a: float, b: float) -> float:
     return abs(a - b) / math.sqrt(2)
 
 
+def halves_difference_sd(halves: Sequence[tuple[float, float]]) -> float:
+    """The sd of the difference between two of k settings' values on the same samples, from each
+    setting's values on the two disjoint halves of them: every pair of settings gives one estimate of
+    a half-count difference's sd (:func:`pair_sd` of their differences in each half), pooled (root
+    mean square), scaled by 1/√2 to the whole count (a value's variance goes as 1/count). Pooled over
+    pairs it equals the sd of the k half-to-half differences / √2: k − 1 degrees of freedom."""
+    return statistics.stdev(a - b for a, b in halves) / math.sqrt(2)
+
+
 def pooled(estimates: Sequence[float]) -> Noise:
     if not estimates:
         return Noise(None, 0)

@@ -16,7 +16,7 @@ from hpo.spec.sampling import SamplingConfig
 @dataclass
 class SweepResult:
     scores: list[ComboScore] = field(default_factory=list)  # every score, screening and full
-    difference_sd: float | None = None  # sd of a difference between two full-count values (same samples)
+    paired_sd: float | None = None  # sd of a difference between two full-count values on the same samples
 
     @property
     def full(self) -> list[ComboScore]:
@@ -44,7 +44,7 @@ def value_statistic(result: SweepResult, metric: str, features: int) -> ValueSta
     return ValueStatistic(
         metric=metric, samples=result.best.num_samples, features=features, bias_correction="none",
         combinations=len({s.sampling for s in result.scores}), completed=len(full), screen=screen,
-        difference_sd=result.difference_sd,
+        paired_sd=result.paired_sd,
     )  # fmt: skip
 
 

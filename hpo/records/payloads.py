@@ -114,8 +114,8 @@ class ValueStatistic(Payload):
     completed: int  # of them, scored at the full count
     screen: ScreenStatistic | None = None  # None: no screen, every combination at the full count
     # sd of the difference between two completed combinations' values on the same samples (from their
-    # samples' disjoint halves: hpo.scoring.sweep.difference_sd); None: fewer than 2 completed here
-    difference_sd: float | None = None
+    # samples' disjoint halves: hpo.scoring.sweep.paired_sd); None: too few completed here to estimate it
+    paired_sd: float | None = None
 
 
 @dataclass(frozen=True)

@@ -222,8 +222,8 @@ def combo_margin(statistic: ValueStatistic | None, noise: Noise, best: float) ->
     level with it, and why: 2 sd of their difference on the same samples where the sweep measured it
     (the noise the two values share cancels); for a trial stored before it was measured, the study's
     tie margin of two independent values (wider); with neither, NO_NOISE_SHARE of the best."""
-    if statistic is not None and statistic.difference_sd is not None:
-        sd = statistic.difference_sd
+    if statistic is not None and statistic.paired_sd is not None:
+        sd = statistic.paired_sd
         return TIE_SDS * sd, f"2 × the sd of a difference between two combinations on the same samples, {sd:.2g}"
     if noise.sd is not None:
         return noise.tie_margin, f"2·√2 × the score's noise {noise.sd:.2g}: no difference noise stored with this trial"

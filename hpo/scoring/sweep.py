@@ -10,7 +10,7 @@ differently from the full-count FID (``benchmarks/screen_agreement.py``). The be
 are the screen's best at each guidance scale and at each cost that beats every cheaper one
 (:func:`hpo.analysis.frontier.finalists` says why); the trial's value is the best full-count FID: FIDs
 are compared at equal counts only. Which of two completed combinations is better is read against the
-noise of their *difference* on the same samples (:func:`difference_sd`), smaller than two independent
+noise of their *difference* on the same samples (:func:`paired_sd`), smaller than two independent
 values' because the noise they share cancels. With ``ema`` (post-hoc EMA), a
 combination's EMA length picks the weights it samples: rebuilt from the run's snapshots, one length
 at a time, and screened in two stages (:func:`ema_stages`).
@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import statistics
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from hpo.analysis.frontier import screen_finalists
-from hpo.analysis.noise import pair_sd
+from hpo.analysis.noise import halves_difference_sd
 from hpo.analysis.sweep import SweepResult
 from hpo.records import ComboScore, Stage
 from hpo.scoring.distance import Reference, frechet
@@ -40,6 +38,9 @@ from hpo.training.model import DiffusionModel
 from hpo.training.posthoc_ema import PosthocEma
 
 log = logging.getLogger("hpo.scoring")
+# the least completed combinations a paired sd is estimated from: k of them give it k − 1 degrees of
+# freedom, and with 1 or 2 it falls below half the true sd in a third of draws (simulated)
+MIN_PAIRED_COMBINATIONS = 4
 
 
 def run_sweep(
@@ -119,22 +120,20 @@ def run_sweep(
             sample = measure(combo, 0, n)
         record(combo, "full", sample)
         fulls[combo] = sample.feats
-    result.difference_sd = difference_sd(scorer.reference.space, list(fulls.values()))
+    result.paired_sd = paired_sd(scorer.reference.space, list(fulls.values()))
     return result
 
 
-def difference_sd(reference: Reference, samples: Sequence[np.ndarray]) -> float | None:
+def paired_sd(reference: Reference, samples: Sequence[np.ndarray]) -> float | None:
     """The sd of the difference between two combinations' FIDs on the same samples (sample i is the
-    same label and initial noise in both): each combination's FID on the two disjoint halves of its
-    samples; each pair of combinations gives one estimate of a half-count difference's sd (the two
-    halves' differences, :func:`~hpo.analysis.noise.pair_sd`), pooled over pairs (root mean square)
-    and scaled by 1/√2 to the whole count. None with fewer than 2 combinations (a retried trial's
-    reused scores bring no samples)."""
-    if len(samples) < 2:
+    same label and initial noise in both), from each combination's FID on the two disjoint halves of
+    its samples (:func:`~hpo.analysis.noise.halves_difference_sd`). None with fewer than
+    MIN_PAIRED_COMBINATIONS measured here (a retried trial's reused scores bring no samples)."""
+    if len(samples) < MIN_PAIRED_COMBINATIONS:
         return None
-    halves = [(frechet(f[: len(f) // 2], reference).value, frechet(f[len(f) // 2 :], reference).value) for f in samples]
-    pairs = [pair_sd(a1 - b1, a2 - b2) for i, (a1, a2) in enumerate(halves) for b1, b2 in halves[i + 1 :]]
-    return math.sqrt(statistics.fmean(p * p for p in pairs)) / math.sqrt(2)
+    return halves_difference_sd(
+        [(frechet(f[: len(f) // 2], reference).value, frechet(f[len(f) // 2 :], reference).value) for f in samples]
+    )
 
 
 def ema_stages(combos: Sequence[SamplingConfig]) -> tuple[list[SamplingConfig], list[SamplingConfig]]:

@@ -185,7 +185,7 @@ def test_the_sampling_advice_is_the_best_trials_own_and_a_baseline_cannot_swamp_
     assert "the best in 0 and ranks 7.0 of 9" in text
     paired = new_study(tmp_path, "paired")  # the winner's sweep measured the noise of a difference on its samples
     stat = {"metric": "FID", "samples": 256, "features": 2048, "bias_correction": "none", "combinations": 9,
-            "completed": 9, "difference_sd": 0.1}  # fmt: skip
+            "completed": 9, "paired_sd": 0.1}  # fmt: skip
     add(paired, random_params(rng), value=5.0, curve=[0.9, 0.8], sweep=planted_sweep(winner), statistic=stat)
     text = sweep_answer(complete(paired.get_trials()), Noise(0.5, 2))  # 2 × 0.1: 10 steps (6.1) are not level now
     assert "no cheaper combination it completed comes within 0.2 of that (2 × the sd of a difference between two " in (

@@ -3,6 +3,7 @@ trial's value is the best full-count combination, and a retry rescores nothing a
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,9 @@ from hpo.records import ComboScore, ValueStatistic
 from hpo.scoring import pipeline
 from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
-from hpo.scoring.distance import Reference
+from hpo.scoring.distance import Reference, frechet
 from hpo.scoring.score import Scorer, make_scorer
-from hpo.scoring.sweep import difference_sd, run_sweep
+from hpo.scoring.sweep import paired_sd, run_sweep
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
@@ -105,24 +106,44 @@ def test_screening_scores_all_then_completes_the_best_reusing_their_samples(
 
 
 def test_the_noise_of_a_difference_on_shared_samples_is_smaller_than_of_two_independent_values() -> None:
-    """Two combinations that share each sample's noise (``b`` is ``a`` nudged) differ by far less noise
-    than two independent draws of the same distribution (``c``): the halves of their own samples say so."""
+    """Combinations that share each sample's noise (``a`` nudged) differ by far less noise than
+    independent draws of the same distribution: the halves of their own samples say so."""
     rng = np.random.default_rng(0)
     reference = Reference.of(rng.normal(0.0, 1.0, (4000, 8)))
     a = rng.normal(0.3, 1.0, (512, 8))
-    b, c = a + rng.normal(0.05, 0.05, a.shape), rng.normal(0.3, 1.0, a.shape)
-    shared, independent = difference_sd(reference, [a, b]), difference_sd(reference, [a, c])
+    nudged = [a + rng.normal(0.05 * k, 0.05, a.shape) for k in range(4)]
+    drawn = [rng.normal(0.3 + 0.05 * k, 1.0, a.shape) for k in range(4)]
+    shared, independent = paired_sd(reference, nudged), paired_sd(reference, drawn)
     assert shared is not None and independent is not None
-    assert shared < independent / 3  # 0.012 against 0.057 here
-    assert difference_sd(reference, [a]) is None  # one combination has no difference
+    assert shared < independent / 3
+    assert paired_sd(reference, nudged[:3]) is None  # too few combinations to estimate it from
+
+
+def test_the_paired_sd_estimates_the_spread_of_a_difference_over_fresh_samples() -> None:
+    """Over 200 fresh draws of 4 combinations sharing their samples' noise, the estimate from each
+    draw's own halves agrees with the spread of the combinations' differences across the draws
+    (pooled over the pairs, as the estimate is: 0.97 of it here)."""
+    rng = np.random.default_rng(1)
+    reference = Reference.of(rng.normal(0.0, 1.0, (4000, 8)))
+    estimates, values = [], []
+    for _ in range(200):
+        base = rng.normal(0.3, 1.0, (512, 8))
+        combos = [base + 0.1 * k + rng.normal(0.0, 0.5, base.shape) for k in range(4)]
+        sd = paired_sd(reference, combos)
+        assert sd is not None
+        estimates.append(sd)
+        values.append([frechet(c, reference).value for c in combos])
+    v = np.array(values)
+    spread = math.sqrt(np.mean([np.var(v[:, i] - v[:, j], ddof=1) for i in range(4) for j in range(i + 1, 4)]))
+    assert 0.8 < math.sqrt(np.mean(np.square(estimates))) / spread < 1.25
 
 
 def test_a_sweep_stores_the_noise_of_a_difference_beside_the_trials_value(trained: Trained) -> None:
     model, scorer = trained
-    result = run_sweep(scorer, model, COMBOS[:2])
+    result = run_sweep(scorer, model, COMBOS)
     stat = value_statistic(result, scorer.config.metric_name, scorer.reference.space.dim)
-    assert result.difference_sd is not None and result.difference_sd > 0
-    assert stat.difference_sd == result.difference_sd
+    assert result.paired_sd is not None and result.paired_sd > 0
+    assert stat.paired_sd == result.paired_sd
     assert ValueStatistic.from_dict(stat.as_dict()) == stat
 
 
