@@ -209,9 +209,7 @@ def oracle_bound(table: Table, size: int, repeats: int, point: int) -> dict[str,
     much, one: the row cannot meet the bar); regret as there. A real rule that stops trials at that one
     point decides one trial at a time, before it has seen the others: it can only do worse. Rules
     with several rungs are not bounded by it."""
-    baseline = table.cells[BASELINE]
-    cells = [m for key, m in table.cells.items() if key != BASELINE]
-    draws = [[baseline, *random.Random(r).sample(cells, size - 1)] for r in range(repeats)]
+    draws = studies_of(table, size, repeats)
     full = View(POINTS)
     base = sum(m.share_trained(POINTS, full) for d in draws for m in d)
 
@@ -256,9 +254,16 @@ def print_oracle(table: Table, sizes: list[int], repeats: int) -> list[dict[str,
     return rows
 
 
+def studies_of(table: Table, size: int, repeats: int) -> list[list[Measured]]:
+    """``repeats`` replayed studies of ``size`` trials: the baseline first, as the service enqueues
+    it, then the other cells in random order (draw r is seeded r: every candidate sees the same)."""
+    baseline = table.cells[BASELINE]
+    cells = [m for key, m in table.cells.items() if key != BASELINE]
+    return [[baseline, *random.Random(r).sample(cells, size - 1)] for r in range(repeats)]
+
+
 def report(table: Table, sizes: list[int], repeats: int, only: str | None = None) -> dict[str, Any]:
     """Print the candidates' table of ``table``'s dataset; its figures, by name."""
-    baseline = table.cells[BASELINE]
     cells = [m for key, m in table.cells.items() if key != BASELINE]
     sd = table.seed_sd
     rho = rank_correlations(table)
@@ -273,7 +278,7 @@ def report(table: Table, sizes: list[int], repeats: int, only: str | None = None
     )
     rows = []
     for size in sizes:
-        draws = [[baseline, *random.Random(r).sample(cells, size - 1)] for r in range(repeats)]
+        draws = studies_of(table, size, repeats)
         base = sum(o.trained for o in (replay(CANDIDATES["none"], d, f"none-{size}-{r}") for r, d in enumerate(draws)))
         reference: list[float] = []
         for label, candidate in CANDIDATES.items():

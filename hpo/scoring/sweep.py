@@ -109,7 +109,8 @@ def run_sweep(
             won = min((s for s in result.scores if s.stage == "screen"), key=lambda s: s.rank_value).sampling
             screen(at_settings_of(won, rest))
         finalists = sorted(screen_finalists(result.scores, rescore_top, labels is not None), key=ema_order)
-    fulls: dict[SamplingConfig, np.ndarray] = {}
+    halves: list[tuple[float, float]] = []  # each completed combination's FID on its samples' two halves
+    pairing = sum((c, "full") not in done for c in finalists) >= MIN_PAIRED_COMBINATIONS  # else none is stored
     for combo in finalists:
         if (combo, "full") in done:
             result.scores.append(done[(combo, "full")])
@@ -119,21 +120,24 @@ def run_sweep(
         else:
             sample = measure(combo, 0, n)
         record(combo, "full", sample)
-        fulls[combo] = sample.feats
-    result.paired_sd = paired_sd(scorer.reference.space, list(fulls.values()))
+        if pairing:
+            halves.append(half_fids(scorer.reference.space, sample.feats))  # two numbers kept, not the features
+    result.paired_sd = paired_sd(halves)
     return result
 
 
-def paired_sd(reference: Reference, samples: Sequence[np.ndarray]) -> float | None:
+def half_fids(reference: Reference, feats: np.ndarray) -> tuple[float, float]:
+    """FID of the first and of the second half of one combination's samples."""
+    half = len(feats) // 2
+    return frechet(feats[:half], reference).value, frechet(feats[half:], reference).value
+
+
+def paired_sd(halves: Sequence[tuple[float, float]]) -> float | None:
     """The sd of the difference between two combinations' FIDs on the same samples (sample i is the
-    same label and initial noise in both), from each combination's FID on the two disjoint halves of
-    its samples (:func:`~hpo.analysis.noise.halves_difference_sd`). None with fewer than
-    MIN_PAIRED_COMBINATIONS measured here (a retried trial's reused scores bring no samples)."""
-    if len(samples) < MIN_PAIRED_COMBINATIONS:
-        return None
-    return halves_difference_sd(
-        [(frechet(f[: len(f) // 2], reference).value, frechet(f[len(f) // 2 :], reference).value) for f in samples]
-    )
+    same label and initial noise in both), from each combination's :func:`half_fids`
+    (:func:`~hpo.analysis.noise.halves_difference_sd`). None with fewer than MIN_PAIRED_COMBINATIONS
+    measured here (a retried trial's reused scores bring no samples)."""
+    return halves_difference_sd(halves) if len(halves) >= MIN_PAIRED_COMBINATIONS else None
 
 
 def ema_stages(combos: Sequence[SamplingConfig]) -> tuple[list[SamplingConfig], list[SamplingConfig]]:

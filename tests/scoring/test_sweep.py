@@ -23,7 +23,7 @@ from hpo.scoring import score as score_module
 from hpo.scoring import sweep as sweep_module
 from hpo.scoring.distance import Reference, frechet
 from hpo.scoring.score import Scorer, make_scorer
-from hpo.scoring.sweep import paired_sd, run_sweep
+from hpo.scoring.sweep import half_fids, paired_sd, run_sweep
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions, WorkerStopping
@@ -113,10 +113,11 @@ def test_the_noise_of_a_difference_on_shared_samples_is_smaller_than_of_two_inde
     a = rng.normal(0.3, 1.0, (512, 8))
     nudged = [a + rng.normal(0.05 * k, 0.05, a.shape) for k in range(4)]
     drawn = [rng.normal(0.3 + 0.05 * k, 1.0, a.shape) for k in range(4)]
-    shared, independent = paired_sd(reference, nudged), paired_sd(reference, drawn)
+    shared = paired_sd([half_fids(reference, f) for f in nudged])
+    independent = paired_sd([half_fids(reference, f) for f in drawn])
     assert shared is not None and independent is not None
     assert shared < independent / 3
-    assert paired_sd(reference, nudged[:3]) is None  # too few combinations to estimate it from
+    assert paired_sd([half_fids(reference, f) for f in nudged[:3]]) is None  # too few to estimate it from
 
 
 def test_the_paired_sd_estimates_the_spread_of_a_difference_over_fresh_samples() -> None:
@@ -129,7 +130,7 @@ def test_the_paired_sd_estimates_the_spread_of_a_difference_over_fresh_samples()
     for _ in range(200):
         base = rng.normal(0.3, 1.0, (512, 8))
         combos = [base + 0.1 * k + rng.normal(0.0, 0.5, base.shape) for k in range(4)]
-        sd = paired_sd(reference, combos)
+        sd = paired_sd([half_fids(reference, f) for f in combos])
         assert sd is not None
         estimates.append(sd)
         values.append([frechet(c, reference).value for c in combos])
