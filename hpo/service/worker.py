@@ -5,7 +5,10 @@ one trial per call, behind the start lock that keeps the study at exactly ``n_tr
 thread fails stale trials every heartbeat interval, so a dead worker's trial is retried within
 the grace period plus one interval even when no other worker asks for a new trial.
 SIGTERM: the running trial is failed and queued for retry (it resumes from its checkpoint), and
-the process exits cleanly. The caller learns that a study finished through ``on_study_done``.
+the process exits cleanly. The stop is raised only inside the objective, never in Optuna's own
+bookkeeping around it (``ask``, ``tell``): raised there it left the trial half-told and the
+worker ended in a traceback (``UnboundLocalError`` in ``_run_trial``). The caller learns that a
+study finished through ``on_study_done``.
 """
 
 from __future__ import annotations
@@ -92,7 +95,6 @@ class Worker:
         self.lock_waits: list[float] = []  # seconds each start-lock acquire waited
         self.stopping = False
         self.stop_acknowledged = False
-        self.in_trial = False
         self.catalog = open_storage(opts.url, wait_for_restart=True)
         self.reaper = Reaper(self)
 
@@ -105,10 +107,12 @@ class Worker:
         self.interrupt_trial(signum, frame)
 
     def interrupt_trial(self, signum: int, frame: FrameType | None) -> None:
-        """Raise WorkerStopping in the running trial. An exception raised from a signal handler can
-        land where Python swallows it (a weakref callback, a __del__), so re-arm a timer (SIGALRM)
-        that raises again until the trial has acknowledged it."""
-        if self.in_trial and not self.stop_acknowledged:
+        """Raise WorkerStopping where the objective runs (it is on the stack), nowhere else: a stop
+        that lands before the objective is raised by the objective itself when it starts, and one
+        that lands after it returned ends the worker once Optuna has told the trial. An exception
+        raised from a signal handler can land where Python swallows it (a weakref callback, a
+        __del__), so re-arm a timer (SIGALRM) that raises again until the trial has acknowledged it."""
+        if not self.stop_acknowledged and in_objective(frame):
             signal.setitimer(signal.ITIMER_REAL, 0.5)
             raise WorkerStopping
 
@@ -177,39 +181,47 @@ class Worker:
         except Exception:  # what the caller does with a finished study must never take a worker down
             log.exception("the callback for finished study %s failed", study.study_name)
 
+    def _run_trial(
+        self, trial: optuna.Trial, ctx: StudyContext, lock: StartLock, storage: ResilientStorage, started: list[int]
+    ) -> float:
+        """The objective Optuna calls; ``interrupt_trial`` raises a stop only while this is on the stack."""
+        started.append(trial_id(trial))
+        try:
+            if self.stopping:  # SIGTERM came between the start lock and here: Optuna had asked already
+                raise WorkerStopping
+            trial.set_user_attr(RAN_ON_ATTR, self.placement.as_dict())
+            return self.objective(trial, ctx, lock.release)
+        except WorkerStopping:
+            self.acknowledge_stop()
+            mark_ended(trial, "worker_stopped")
+            raise
+        except (TrialFailed, TrialLost, optuna.TrialPruned):
+            raise
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # a report or attribute found the trial failed as stale before the heartbeat did
+            if storage.still_owned(trial_id(trial)):
+                raise
+            raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
+        except Exception as err:
+            log.exception("trial %d failed", trial.number)
+            mark_ended(trial, "error", detail=f"{type(err).__name__}: {err}")
+            raise
+
     def _optimize_one(self, study: optuna.Study, ctx: StudyContext, lock: StartLock, storage: ResilientStorage) -> None:
-        number: list[int] = []
+        if self.stopping:
+            return
         ids: list[int] = []
+        number: list[int] = []
 
         def objective(trial: optuna.Trial) -> float:
             number.append(trial.number)
-            ids.append(trial_id(trial))
-            trial.set_user_attr(RAN_ON_ATTR, self.placement.as_dict())
-            try:
-                return self.objective(trial, ctx, lock.release)
-            except WorkerStopping:
-                self.acknowledge_stop()
-                mark_ended(trial, "worker_stopped")
-                raise
-            except (TrialFailed, TrialLost, optuna.TrialPruned):
-                raise
-            except optuna.exceptions.UpdateFinishedTrialError:
-                # a report or attribute found the trial failed as stale before the heartbeat did
-                if storage.still_owned(trial_id(trial)):
-                    raise
-                raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
-            except Exception as err:
-                log.exception("trial %d failed", trial.number)
-                mark_ended(trial, "error", detail=f"{type(err).__name__}: {err}")
-                raise
+            return self._run_trial(trial, ctx, lock, storage, ids)
 
-        self.in_trial = True
         try:
             # gc after a trial frees GPU memory held in cycles; on the CPU it only costs time
             study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=self.device.type == "cuda")
         except WorkerStopping:
             self.acknowledge_stop()
-            self.in_trial = False
             if number:  # Optuna failed it; its retry is queued under the start lock, as every retry is
                 lock.release()  # still held if SIGTERM came before the objective let it go
                 with lock:
@@ -223,8 +235,6 @@ class Worker:
                 raise
             log.warning("trial %d was failed as stale while it ran (%s); its retry takes over", number[0], err)
             return
-        finally:
-            self.in_trial = False
         if ids and storage.is_lost(ids[0]):
             log.warning(
                 "trial %d was failed as stale while it ran; stopped training it, its retry takes over", number[0]
@@ -251,7 +261,7 @@ class Worker:
                     break
                 time.sleep(self.opts.poll_seconds)
             if self.stopping and not self.stop_acknowledged:
-                log.info("stopped by SIGTERM; no trial was running")
+                log.info("stopped by SIGTERM between trials")
             log.info("worker exiting: %s", exit_text(self.trials_run, self.lock_waits))
         finally:
             self.reaper.stop()
@@ -276,6 +286,15 @@ class Worker:
             time.sleep(self.opts.poll_seconds)
             return None
         return outcomes
+
+
+def in_objective(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside ``Worker._run_trial`` (a frame of it, or one it called)."""
+    while frame is not None:
+        if frame.f_code is Worker._run_trial.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Reaper:
