@@ -38,7 +38,17 @@ from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
-from benchmarks.tabular import POINTS, Measured, Table, View, add_table_arguments, cell_key, replay_trial, tables_of
+from benchmarks.tabular import (
+    POINTS,
+    Measured,
+    Table,
+    View,
+    add_table_arguments,
+    cell_key,
+    replay_trial,
+    tables_of,
+)
+from benchmarks.tabular import replay_rung as rung_outcomes
 from hpo.records import BASELINE_ATTR
 from hpo.service.pruning import SpareAheadOfBaseline, make_pruner
 from hpo.spec.rules import eval_fractions
@@ -121,6 +131,8 @@ CANDIDATES: dict[str, Candidate] = {
     "hyperband 3, 16 even": Candidate(EVEN16, {"name": "hyperband", "min_resource": 1, "reduction_factor": 3}),
     "forecast, 5 doubling": Candidate(DOUBLING5, {}, forecast=True),
     "forecast+guard, 5 doubling": Candidate(DOUBLING5, GUARD, forecast=True),
+    # freeze-thaw: every trial paused at 1/8 until all reached it, the most that save 3x continued (>= 4)
+    "rung at 1/8, 5 doubling": Candidate(DOUBLING5, {"name": "rung", "min_resource": 2}),
 }
 REFERENCE = "median 2/0, 4 even (shipped)"  # each row's regret is also given as its paired difference to this one
 # Every replayed study starts with the digits spec's baseline (lr 4e-4, batch 32, T 500, linear), as
@@ -143,7 +155,11 @@ def replay(candidate: Candidate, trials: list[Measured], name: str) -> Replay:
     view = candidate.view
     train = {"num_evals": view.num_evals, "eval_spacing": view.spacing}
     raw = spec_with(DIGITS, pruner={} if candidate.forecast else candidate.pruner, merge_train=train)
-    study = optuna.create_study(study_name=name, pruner=pruner_of(candidate, spec_from_dict(raw, file=name)))
+    raw["study"] = {**raw["study"], "n_trials": len(trials)}
+    spec = spec_from_dict(raw, file=name)
+    if spec.pruner.name == "rung":
+        return replay_rung(spec, view, trials, name)
+    study = optuna.create_study(study_name=name, pruner=pruner_of(candidate, spec))
     trained, reported, kept = 0.0, 0, []
     for i, m in enumerate(trials):
         trial = study.ask()
@@ -156,6 +172,16 @@ def replay(candidate: Candidate, trials: list[Measured], name: str) -> Replay:
     finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == POINTS]
     done = sum(1 for v in kept if math.isfinite(v))
     return Replay(trained, reported, min(kept, default=math.inf), min(finite, default=math.inf), done)
+
+
+def replay_rung(spec: Spec, view: View, trials: list[Measured], name: str) -> Replay:
+    """pruner: rung through the service's own pauses and decision (``tabular.replay_rung``)."""
+    out = rung_outcomes(spec, [m.seen(view) for m in trials], name)
+    trained = sum(m.share_trained(points, view) for m, (points, _) in zip(trials, out, strict=True))
+    finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == POINTS]
+    kept = [value for _, value in out]
+    done = sum(1 for v in kept if math.isfinite(v))
+    return Replay(trained, sum(p for p, _ in out), min(kept), min(finite, default=math.inf), done)
 
 
 def pruner_of(candidate: Candidate, spec: Spec) -> BasePruner:

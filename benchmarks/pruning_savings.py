@@ -45,8 +45,10 @@ from benchmarks.common import (
     write_result,
 )
 from benchmarks.tabular import NUM_EVALS, Measured, View, replay_trial
+from benchmarks.tabular import replay_rung as rung_outcomes
 from hpo.records import PRUNING_METRIC, TrialRecord
 from hpo.service.pruning import make_pruner
+from hpo.service.trials import continued_numbers
 from hpo.spec.spec import spec_from_dict
 
 PRUNERS: dict[str, dict[str, Any]] = {
@@ -55,6 +57,7 @@ PRUNERS: dict[str, dict[str, Any]] = {
     "successive_halving": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
     "halving2_guarded": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2,
                          "spare_until_complete": 4},
+    "rung": {"name": "rung", "min_resource": 2},  # at 5 doubling points: every trial paused at 1/8
 }  # fmt: skip
 Outcome = list[tuple[int, float | None]]  # per trial: evaluation points trained, final FID (None if pruned)
 
@@ -89,9 +92,14 @@ def base(
 
 
 def outcome(trials: list[FrozenTrial], evals: int) -> Outcome:
-    """Per trial: the evaluation points it trained (all ``evals`` when complete) and its value."""
+    """Per trial: the evaluation points it trained (all ``evals`` when complete) and its value; a
+    trial paused at the rung and continued (pruner: rung) is its continuation's, in its own place."""
+    continuation = {n: t for t in trials if (n := TrialRecord.of(t).continues) is not None}
     out: Outcome = []
     for t in sorted(trials, key=lambda t: t.number):
+        if TrialRecord.of(t).continues is not None:
+            continue
+        t = continuation.get(t.number, t)
         curve = TrialRecord.of(t).curve
         reached = max(map(int, curve)) if curve else 0
         out.append((evals if t.state == TrialState.COMPLETE else reached, t.value))
@@ -111,6 +119,10 @@ def replay(raw: dict[str, Any], unpruned: list[FrozenTrial]) -> Outcome:
     under the same study name (Hyperband assigns brackets by it)."""
     spec = spec_from_dict(raw)
     evals = spec.train.num_evals
+    ordered = sorted(unpruned, key=lambda t: t.number)
+    if spec.pruner.name == "rung":
+        rung = rung_outcomes(spec, [measured(t, evals) for t in ordered], spec.study.name)
+        return [(points, value if math.isfinite(value) else None) for points, value in rung]
     study = optuna.create_study(study_name=spec.study.name, pruner=make_pruner(spec))
     out: Outcome = []
     for t in sorted(unpruned, key=lambda t: t.number):
@@ -177,11 +189,18 @@ def measure(
     return {
         "dataset": dataset, "image_size": DIGITS["data"]["image_size"], "trials": trials,
         "kimg": kimg, "num_evals": evals, "eval_spacing": points.spacing, "real": real_name,
-        "real_kimg": sum(trained_kimg(t) for t in real_study.get_trials(deepcopy=False)),
+        "real_kimg": real_kimg(real_study.get_trials(deepcopy=False)),
         "pruners": table(outcome(unpruned, evals), replays, kimg, points),
         "seed_scores": seeds, "seed_sd": statistics.stdev(seeds),
         "eval_share_of_training": sum(eval_seconds) / sum(train_seconds),
     }  # fmt: skip
+
+
+def real_kimg(trials: list[FrozenTrial]) -> float:
+    """Images the real study trained on: a paused trial that was continued is counted by its
+    continuation's whole budget (it resumed the paused one's checkpoint)."""
+    continued = continued_numbers(trials)
+    return sum(trained_kimg(t) for t in trials if t.number not in continued)
 
 
 def show(r: dict[str, Any]) -> None:

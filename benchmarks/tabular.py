@@ -168,6 +168,42 @@ def replay_trial(study: Any, trial: Any, m: Measured, num_evals: int = NUM_EVALS
     return math.inf, len(m.curve)
 
 
+def replay_rung(spec: Any, trials: list[Measured], name: str) -> list[tuple[int, float]]:
+    """pruner: rung (``spec``'s) through the service's own pause and decision (``service/rung.py``):
+    each of ``trials`` (already seen at the spec's points) reported up to the rung, where it pauses;
+    the decision; each continuation reports its whole curve (the points before the rung replayed from
+    its checkpoint, at no cost) and its score. Per trial, in order: (evaluation points trained, the
+    score or inf when stopped)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from hpo.records import BASELINE_ATTR, TrialRecord
+    from hpo.service.pruning import make_pruner
+    from hpo.service.rung import decide
+    from hpo.service.trials import PAUSED, mark_ended
+
+    study = optuna.create_study(study_name=name, pruner=make_pruner(spec))
+    out: list[tuple[int, float]] = []
+    for i, m in enumerate(trials):
+        trial = study.ask()
+        if i == 0:
+            trial.set_user_attr(BASELINE_ATTR, True)
+        k = 0
+        for k, point in enumerate(m.curve, 1):
+            trial.report(point, step=k)
+            if trial.should_prune():
+                mark_ended(trial, PAUSED)
+                break
+        study.tell(trial, state=TrialState.PRUNED)  # paused, or diverged before the rung
+        out.append((k, math.inf))
+    decide(study, spec, study.get_trials(deepcopy=False))
+    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        i = TrialRecord.of(waiting).continues or 0
+        value, points = replay_trial(study, study.ask(), trials[i], spec.train.num_evals)
+        out[i] = (points, value)
+    return out
+
+
 def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured, float]:
     """One training run and its score, in a worker process with one thread."""
     import torch

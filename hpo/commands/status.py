@@ -41,9 +41,11 @@ def best_text(study: optuna.Study, p: Progress) -> str:
 def progress_line(p: Progress, metric: str = "FID", best: str | None = None) -> str:
     best = best if best is not None else (f"{p.best:.4g}" if p.best is not None else "-")
     retried = f", {p.retried} retried" if p.retried else ""
+    rung = f" ({p.undecided} of them paused at the rung)" if p.undecided else ""
+    rung += f", {p.continued} continued from the rung" if p.continued else ""
     return (
-        f"{p.finished}/{p.n_trials} finished: {p.complete} complete, {p.pruned} pruned, {p.failed} failed{retried}, "
-        f"{p.running} running | best {metric} {best}"
+        f"{p.finished}/{p.n_trials} finished: {p.complete} complete, {p.pruned} pruned{rung}, {p.failed} failed"
+        f"{retried}, {p.running} running | best {metric} {best}"
     )
 
 
@@ -264,8 +266,8 @@ def study_json(study: optuna.Study) -> JsonObject:
     floor = StudyRecord.of(study).floor
     return {
         "name": study.study_name, "metric": metric_of(study), "n_trials": p.n_trials, "finished": p.finished,
-        "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "running": p.running,
-        "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
+        "complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried, "continued": p.continued,
+        "running": p.running, "waiting": p.waiting, "done": p.done, "best": p.best, "best_noise_sd": noise.sd,
         "floor": floor.as_dict() if floor is not None else None, "notes": study_notes(study, p),
         "frontiers": frontiers_json(study),
         "run": StudyRecord.of(study).run,

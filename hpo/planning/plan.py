@@ -37,10 +37,10 @@ CPU_KIMG_AT_16 = 12.0  # the CPU quickstart's trial (12 kimg at 16 px, ~90 s of 
 FIXED_BATCH = 1  # the memory estimate counts a step at these two batch sizes: their difference is one image
 Kind = Literal["gpu", "cpu"]
 # A trial's evaluation points per machine kind (its study size: 40 trials on a GPU, 10 on a CPU):
-# replayed on 216 trained configurations per dataset, successive halving at 5 doubling points saved
-# 2.76x / 2.71x (digits / shapes) at 30 trials and 3.32x / 3.29x at 100 for regrets <= 0.08 seed sd,
-# against the median's 2.08x / 2.04x; at 10 trials it left 14 % of studies under 4 complete trials
-# against the median's 5 % (docs/benchmarks.md "Pruners").
+# replayed on 216 trained configurations per dataset (300 draws), pruner: rung at the second of 5
+# doubling points (1/8) saved 3.04x on both datasets at 30 trials for mean regrets of 0.036 / 0.000
+# seed sd (digits / shapes), 3.07x at 100 (0.000 / 0.000), 2.11x at 10 with 4 complete in every study;
+# the median at 4 even points 2.08x / 2.04x at 30 (docs/benchmarks.md "Pruners").
 POINTS: dict[Kind, tuple[int, EvalSpacing]] = {"gpu": (5, "doubling"), "cpu": (4, "even")}
 
 
@@ -130,6 +130,9 @@ class Plan:
     search: SearchPlan
     n_trials: int
     seed: int = 0  # the study sampler's and the trainer's seed (`hpo run --seed`)
+    # `hpo run`: its search ends at a deadline, so no pruner that completes nothing until every trial has
+    # reached its rung (pruner: rung); successive halving completes trials as it goes
+    deadline: bool = False
 
 
 def choose_image_size(survey: FolderSurvey, requested: int | None) -> int:

@@ -201,14 +201,20 @@ def points(b: Budget) -> list[Entry]:
 
 
 def pruner(plan: Plan) -> list[Entry]:
-    """Successive halving at doubling points, or the median at even ones (plan.POINTS says why)."""
+    """The rung at 1/8 at doubling points, or the median at even ones (plan.POINTS says why)."""
     guard = ("spare_until_complete", 4, "until 4 trials are complete, one ahead of the baseline is never stopped")
-    if plan.budget.eval_spacing == "doubling":
+    if plan.budget.eval_spacing == "doubling" and plan.deadline:
         return [
             ("name", "successive_halving", "at points 1, 2 and 4 (1/16, 1/8, 1/2 of the budget) keep the better half"),
-            ("min_resource", 1, "the first rung: the first evaluation point"),
+            ("min_resource", 1, "the first rung: the first evaluation point (a search with a deadline: plan.deadline)"),
             ("reduction_factor", 2, "each rung keeps 1/2 of the trials that reached it"),
             guard,
+        ]
+    if plan.budget.eval_spacing == "doubling":
+        return [
+            ("name", "rung", "every trial pauses at 1/8 of its budget; once all have, the best there train on"),
+            ("min_resource", 2, "the rung: the second evaluation point (1/8 of the budget)"),
+            ("keep", 0, "trials continued: 0 = the most that still save 3x, at least 4"),
         ]
     return [
         ("name", "median", "stop a trial whose validation metric lags the median at the same point"),

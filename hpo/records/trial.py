@@ -20,6 +20,7 @@ from hpo.records.keys import (
     BUDGET_KIMG_ATTR,
     CARRIED_ATTR,
     CHECKPOINT_ATTR,
+    CONTINUES_ATTR,
     CURVE_ATTR,
     CURVE_NOISE_ATTR,
     EMA_SNAPSHOTS_ATTR,
@@ -67,6 +68,12 @@ class TrialRecord(Stored):
     def carried_from(self) -> str | None:
         raw = self.attrs.get(CARRIED_ATTR)
         return None if raw is None else str(raw)
+
+    @property
+    def continues(self) -> int | None:
+        """pruner: rung: the paused trial this one continues from its checkpoint; None otherwise."""
+        raw = self.attrs.get(CONTINUES_ATTR)
+        return int(raw) if isinstance(raw, int) else None
 
     @property
     def source_trial(self) -> int | None:

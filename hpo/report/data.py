@@ -20,7 +20,7 @@ from hpo.analysis.ranking import best_first, score_of
 from hpo.analysis.seeds import TIE_SDS
 from hpo.records import ComboScore, Stage, TrialRecord, ValueStatistic
 from hpo.service.study import metric_of, n_trials_of, progress
-from hpo.service.trials import fail_reason
+from hpo.service.trials import continued_numbers, fail_reason
 from hpo.spec.counts import pca_dims
 from hpo.spec.samplers import DEFAULT_SAMPLER, DEFAULT_SPACING
 from hpo.spec.sampling import SamplingConfig, ScreenBy
@@ -68,16 +68,19 @@ def trial_seconds(t: FrozenTrial, now: datetime.datetime | None = None) -> float
 def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
     p = progress(study, n_trials_of(study), trials)
     done = complete(trials)
-    per_kimg = [trial_seconds(t) / kimg for t in done if (kimg := TrialRecord.of(t).budget_kimg)]
+    whole = [t for t in done if TrialRecord.of(t).continues is None]  # a continuation trained part of its budget
+    per_kimg = [trial_seconds(t) / kimg for t in whole if (kimg := TrialRecord.of(t).budget_kimg)]
     mean_per_kimg = statistics.fmean(per_kimg) if per_kimg else 0.0
     saved = 0.0
+    continued = continued_numbers(trials)
     for t in trials:
         record = TrialRecord.of(t)
-        if t.state == TrialState.PRUNED and record.budget_kimg is not None:
+        if t.state == TrialState.PRUNED and record.budget_kimg is not None and t.number not in continued:
             unused = record.budget_kimg - (record.stopped_at_kimg or 0.0)
             saved += max(unused, 0.0) * mean_per_kimg
     now = datetime.datetime.now()
     counts = {"complete": p.complete, "pruned": p.pruned, "failed": p.failed, "retried": p.retried}
+    counts |= {"continued": p.continued} if p.continued else {}
     counts |= {"running": p.running, "waiting": p.waiting}
     return Summary(
         study_name=study.study_name,
@@ -280,9 +283,10 @@ class FailureGroup:
 
 def failure_groups(trials: Sequence[FrozenTrial]) -> list[FailureGroup]:
     groups: dict[str, list[FrozenTrial]] = defaultdict(list)
+    continued = continued_numbers(trials)  # paused at the rung and continued: stopped for nothing
     for t in trials:
         reason = fail_reason(t)
-        if reason:
+        if reason and t.number not in continued:
             groups[reason].append(t)
     finished = [t for t in trials if t.params]
     return [FailureGroup(r, [t.number for t in g], shared_ranges(g, finished)) for r, g in sorted(groups.items())]

@@ -50,7 +50,7 @@ from hpo.service.context import StudyContext, sample_grid, sample_strip, upload,
 from hpo.service.optuna_internals import trial_id
 from hpo.service.space import suggest
 from hpo.service.study import pruned_reason
-from hpo.service.trials import mark_ended, own_trials, started_line
+from hpo.service.trials import PAUSED, mark_ended, own_trials, started_line
 from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
@@ -72,6 +72,10 @@ class TrialFailed(Exception):
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason
         super().__init__(f"{reason}: {detail}")
+
+
+class TrialPaused(optuna.TrialPruned):
+    """pruner: rung: the trial stops at the rung with its checkpoint kept; a continuation may resume it."""
 
 
 class TrialLost(Exception):
@@ -117,6 +121,8 @@ def run_objective(
         on_eval = _reporter(trial, ctx, cfg, runs, preview, watch, files.snapshots, hooks or PointHooks())
         scored = _train_and_score(trial, ctx, cfg, combos, runs, files, on_eval)
         value = _record(trial, ctx, scored, combos, runs)
+    except TrialPaused:
+        raise  # its checkpoint and snapshots stay for a continuation (service/rung.py removes the others')
     except (optuna.TrialPruned, TrialFailed):
         files.remove()  # nothing will resume it; the report needs only the artifacts
         raise
@@ -279,6 +285,8 @@ def _reporter(
         hooks.after(trial, point)
         if trial.should_prune():
             mark_ended(trial, reason, stopped_at_kimg=point.kimg)
+            if reason == PAUSED:
+                raise TrialPaused(f"paused at the rung (evaluation {point.index}, validation metric {value:.4g})")
             raise optuna.TrialPruned(f"validation metric {value:.4g} lags at evaluation {point.index} ({reason})")
 
     return on_eval

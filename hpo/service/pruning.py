@@ -2,16 +2,27 @@
 ``pruner.spare_until_complete`` trials are complete, a trial whose validation metric beats every
 baseline's at the same evaluation point is not stopped (a configuration already better than what a
 person would try by hand is worth finishing while the study has too few complete trials to rank
-anything; measured in ``benchmarks/pruning_replay.py``, docs/benchmarks.md "Pruners")."""
+anything; measured in ``benchmarks/pruning_replay.py``, docs/benchmarks.md "Pruners").
+
+``rung`` is no Optuna pruner: every trial pauses at one evaluation point (its checkpoint kept), and
+once all ``n_trials`` have reached it the best ``keep`` there are continued from their checkpoints
+(``service/rung.py``). It is the rule the replay's bound describes: it compares a trial with all
+the others at that point before deciding, which no rule that decides trial by trial can."""
 
 from __future__ import annotations
+
+import math
 
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.records import TrialRecord
+from hpo.spec.rules import eval_fractions
 from hpo.spec.spec import Spec
+
+RUNG_SAVING = 3.0  # rung: continue the most trials that still cost a third of training every trial to the end
+RUNG_MIN_KEEP = 4  # ... but never fewer: a report ranks complete trials (the quickstart's guard, 4 of 10)
 
 
 def baseline_value(study: optuna.Study, step: int) -> float | None:
@@ -44,11 +55,40 @@ class SpareAheadOfBaseline(BasePruner):
         return theirs is None or not mine < theirs
 
 
+class PauseAtRung(BasePruner):
+    """Stops every trial at evaluation point ``step`` (the worker pauses it there, its checkpoint
+    kept), except a continuation: a trial the rung's decision resumed, which trains to the end."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        return trial.last_step == self.step and TrialRecord.of(trial).continues is None
+
+
+def rung_share(spec: Spec) -> float:
+    """The share of a trial's budget trained when it reaches the rung."""
+    return eval_fractions(spec.train.num_evals, spec.train.eval_spacing)[spec.pruner.min_resource - 1]
+
+
+def rung_keep(spec: Spec) -> int:
+    """Trials the rung continues: the spec's ``keep``, else the most whose cost (every trial to the
+    rung, those to the end) stays within 1/RUNG_SAVING of training all to the end, at least RUNG_MIN_KEEP."""
+    n = spec.study.n_trials
+    if spec.pruner.keep:
+        return min(spec.pruner.keep, n)
+    share = rung_share(spec)
+    most = math.floor((n / RUNG_SAVING - n * share) / (1.0 - share) + 1e-9)
+    return min(n, max(RUNG_MIN_KEEP, most))
+
+
 def make_pruner(spec: Spec) -> BasePruner:
     """Steps are evaluation indices 1..K (the budget's fixed fractions), shared by every trial."""
     p, evals = spec.pruner, spec.train.num_evals
     if p.name == "none":
         return optuna.pruners.NopPruner()
+    if p.name == "rung":
+        return PauseAtRung(p.min_resource)
     inner: BasePruner
     if p.name == "hyperband":
         inner = optuna.pruners.HyperbandPruner(

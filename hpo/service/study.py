@@ -20,7 +20,17 @@ from hpo.records import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATTR, Study
 from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
 from hpo.service.storage import ResilientStorage, open_storage
-from hpo.service.trials import best_own, fail_reason, is_carried, is_retry, retry_history
+from hpo.service.trials import (
+    PAUSED,
+    best_own,
+    continued_numbers,
+    fail_reason,
+    failed_attempts,
+    is_carried,
+    is_paused,
+    is_retry,
+    retry_history,
+)
 from hpo.service.urls import redact, resolve_url
 from hpo.spec.loading import section
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
@@ -84,7 +94,8 @@ def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampl
 
 
 def pruned_reason(spec: Spec) -> str:
-    return f"pruned_by_{spec.pruner.name}"
+    """What a trial the pruner stops ends with: pruner: rung pauses it (``service/rung.py``)."""
+    return PAUSED if spec.pruner.name == "rung" else f"pruned_by_{spec.pruner.name}"
 
 
 def stored_spec(study: optuna.Study) -> Spec | None:
@@ -212,7 +223,7 @@ def create_or_resume(
 @dataclass(frozen=True)
 class Progress:
     complete: int
-    pruned: int
+    pruned: int  # of which paused at the rung and not continued (pruner: rung)
     failed: int  # failures that were not retried
     retried: int  # failed attempts whose retry is queued, running or done
     retrying: int  # of ``failed``: stopped or lost moments ago, their retry perhaps not yet queued
@@ -221,6 +232,8 @@ class Progress:
     slots: int  # trials counted against n_trials: every trial that is not a retry of another
     n_trials: int
     best: float | None
+    continued: int = 0  # pruner: rung: paused trials a continuation resumed (counted by it, not here)
+    undecided: int = 0  # pruner: rung: paused trials before the rung's decision (the study is not done)
 
     @property
     def finished(self) -> int:
@@ -228,7 +241,8 @@ class Progress:
 
     @property
     def done(self) -> bool:
-        return self.finished >= self.n_trials and self.running == 0 and self.waiting == 0 and self.retrying == 0
+        idle = self.running == 0 and self.waiting == 0 and self.retrying == 0 and self.undecided == 0
+        return self.finished >= self.n_trials and idle
 
 
 # Failing a stale or stopped trial and queueing its retry are two writes (Optuna's fail_stale_trials, or
@@ -249,7 +263,7 @@ def retried_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
 def lacks_retry(t: FrozenTrial, retried: set[int], max_retries: int | None) -> bool:
     """A lost or stopped trial with retries left and none queued. ``max_retries`` None: not known to
     the caller, so the trial may have one left."""
-    retries_left = max_retries is None or len(retry_history(t)) < max_retries
+    retries_left = max_retries is None or failed_attempts(t) < max_retries
     return t.state == TrialState.FAIL and t.number not in retried and fail_reason(t) in RETRIED_REASONS and retries_left
 
 
@@ -309,9 +323,11 @@ def progress(
     states = [t.state for t in trials]
     failed = [t for t in trials if t.state == TrialState.FAIL]
     complete = [t.value for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    paused = [t.number for t in trials if is_paused(t)]
+    continued = continued_numbers(trials)
     return Progress(
         complete=len(complete),
-        pruned=states.count(TrialState.PRUNED),
+        pruned=states.count(TrialState.PRUNED) - len(continued),
         failed=sum(1 for t in failed if t.number not in retried),
         retried=sum(1 for t in failed if t.number in retried),
         retrying=sum(1 for t in failed if awaiting_retry(t, retried, now, max_retries)),
@@ -320,4 +336,6 @@ def progress(
         slots=sum(1 for t in trials if not is_retry(t)),
         n_trials=n_trials,
         best=min(complete) if complete else None,
+        continued=len(continued),
+        undecided=0 if continued else len(paused),
     )

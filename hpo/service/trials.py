@@ -18,11 +18,14 @@ from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialReco
 from hpo.service.optuna_internals import frozen
 from hpo.spec.params import Params
 
+PAUSED = "paused_at_rung"  # pruner: rung: stopped at the rung, its checkpoint kept for a continuation
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
     "pruned_by_percentile": "validation metric outside the best pruner.percentile % of earlier trials at that point",
     "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
     "pruned_by_successive_halving": "stopped by successive halving: not among the best at a rung",
+    PAUSED: "paused at the rung (pruner: rung) until every trial had reached it, then not among the best there "
+    "(those were continued as new trials)",
     "nan_loss": "the loss, gradient norm or validation metric became NaN or infinite; lower lr or keep grad_clip",
     "diverged": "the loss rose far above its running median; lower lr or add warm-up",
     "oom": "out of GPU memory at this batch size; the worker carried on",
@@ -101,7 +104,8 @@ def explain(reason: str) -> str:
     return REASONS.get(reason, "see the worker log")
 
 
-PRUNED_ENDINGS = ("nan_loss", "diverged", "invalid_schedule")  # with pruned_by_*: written just before TrialPruned
+# with pruned_by_*: written just before TrialPruned
+PRUNED_ENDINGS = ("nan_loss", "diverged", "invalid_schedule", PAUSED)
 
 
 def ends_pruned(reason: str) -> bool:
@@ -144,6 +148,22 @@ def root_number(t: FrozenTrial) -> int:
     return int(root) if root is not None else t.number
 
 
+def failed_attempts(t: FrozenTrial) -> int:
+    """The attempts before this one that failed: its retry history, less the paused attempt a
+    continuation (pruner: rung) resumes, which did not fail."""
+    return len(retry_history(t)) - (1 if TrialRecord.of(t).continues is not None else 0)
+
+
+def is_paused(t: FrozenTrial) -> bool:
+    """Stopped at the rung (pruner: rung), continued or not."""
+    return t.state == TrialState.PRUNED and fail_reason(t) == PAUSED
+
+
+def continued_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
+    """The paused trials a continuation resumes (its retries included)."""
+    return {n for t in trials if (n := TrialRecord.of(t).continues) is not None}
+
+
 def retried_numbers(trials: Sequence[FrozenTrial]) -> dict[int, int]:
     """{number of a failed attempt: number of the attempt that retried it}."""
     return {history[-1]: t.number for t in trials if (history := retry_history(t))}
@@ -155,9 +175,12 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         clean = copy.deepcopy(trial)
         clean.user_attrs = TrialRecord.of(trial).without_ending()
+        limit = self._max_retry
+        if limit is not None and TrialRecord.of(trial).continues is not None:
+            limit += 1  # the paused attempt in a continuation's history did not fail: it spends no retry
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            super().__call__(study, clean)
+            RetryHeartbeatStaleTrialCallback(max_retry=limit)(study, clean)
 
 
 def leak_text(trials: Sequence[FrozenTrial]) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -35,10 +36,11 @@ from hpo.service.objective import TrialFailed, TrialLost, run_objective
 from hpo.service.optuna_internals import stale_trial_ids, trial_id
 from hpo.service.placement import placement_here
 from hpo.service.pruning import make_pruner
+from hpo.service.rung import decide, not_continued
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
 from hpo.service.study import load, make_sampler, progress, requeue_orphans, require_spec
-from hpo.service.trials import ended_line, mark_ended
+from hpo.service.trials import ended_line, mark_ended, root_number
 from hpo.service.urls import redact
 from hpo.spec.spec import Spec
 from hpo.tracking.external import check_trackers
@@ -163,6 +165,9 @@ class Worker:
             trials = study.get_trials(deepcopy=False)
             if requeue_orphans(study, storage, retries, trials):
                 trials = study.get_trials(deepcopy=False)
+            if decide(study, ctx.spec, trials):
+                drop_checkpoints(ctx, not_continued(ctx.spec, trials))
+                trials = study.get_trials(deepcopy=False)
             p = progress(study, n_trials, trials, max_retries=retries)
             if p.waiting == 0 and p.slots >= n_trials:
                 return Outcome.DONE if p.done else Outcome.BUSY
@@ -286,6 +291,15 @@ class Worker:
             time.sleep(self.opts.poll_seconds)
             return None
         return outcomes
+
+
+def drop_checkpoints(ctx: StudyContext, trials: list[optuna.trial.FrozenTrial]) -> None:
+    """The checkpoints and EMA snapshots of paused trials no continuation will resume (those this
+    worker's artifact folder holds)."""
+    for t in trials:
+        root = root_number(t)
+        ctx.checkpoint_path(root).unlink(missing_ok=True)
+        shutil.rmtree(ctx.snapshot_dir(root), ignore_errors=True)
 
 
 def in_objective(frame: FrameType | None) -> bool:

@@ -71,12 +71,15 @@ class SamplerSettings:
 
 @dataclass(frozen=True)
 class PrunerSettings:
-    name: Literal["median", "percentile", "hyperband", "successive_halving", "none"] = "median"
+    name: Literal["median", "percentile", "hyperband", "successive_halving", "rung", "none"] = "median"
     startup_trials: int = 2  # median / percentile: complete trials before pruning starts
     warmup_evals: int = 0  # median / percentile: evaluation points of each trial never pruned
     percentile: float = 50.0  # percentile: keep a trial while its metric is within the best this many %
-    min_resource: int = 1  # hyperband / successive_halving: evaluation points every trial gets
+    # hyperband / successive_halving: evaluation points every trial gets; rung: the point every trial
+    # pauses at until all n_trials have reached it, when the best `keep` there are continued
+    min_resource: int = 1
     reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each rung
+    keep: int = 0  # rung: trials continued to the end; 0 = the most that still save 3x (at least 4)
     spare_until_complete: int = 4  # until this many trials are complete, a trial ahead of the baseline is not stopped
 
     def __post_init__(self) -> None:
@@ -85,6 +88,7 @@ class PrunerSettings:
         require(0.0 < self.percentile < 100.0, "percentile", f"must be between 0 and 100, got {self.percentile}")
         require(self.min_resource >= 1, "min_resource", f"must be at least 1, got {self.min_resource}")
         require(self.reduction_factor >= 2, "reduction_factor", f"must be at least 2, got {self.reduction_factor}")
+        require(self.keep >= 0, "keep", f"must be >= 0 (0: the most that still save 3x), got {self.keep}")
         n = self.spare_until_complete
         require(n >= 0, "spare_until_complete", f"must be >= 0 (0: no baseline guard), got {n}")
 
@@ -390,6 +394,14 @@ def check_consistency(spec: Spec) -> None:
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
     lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
     check_budget(lo_kimg, hi_batch, spec.train.num_evals, spec.train.eval_spacing, key="train.kimg")
+    if spec.pruner.name == "rung":
+        point, evals = spec.pruner.min_resource, spec.train.num_evals
+        require(
+            point < evals,
+            "pruner.min_resource",
+            f"the rung (evaluation point {point}) must come before the last of train.num_evals={evals}; "
+            f"lower min_resource or raise num_evals",
+        )
     if spec.train.network.factory == "builtin":
         levels = len(spec.train.channel_mult) - 1
         require(

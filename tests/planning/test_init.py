@@ -3,6 +3,7 @@ planned from the folder's facts and the machine's memory; awkward folders get a 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from PIL import Image, ImageDraw
 from hpo.doctor.schedule_checks import supported_kimg
 from hpo.doctor.survey import survey_folder
 from hpo.planning.plan import MIN_IMAGES, Machine, plan_spec
+from hpo.planning.spec_yaml import pruner
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import MAX_EXTRAPOLATION
 from tests.cli import run_cli
@@ -169,8 +171,15 @@ def test_6500_photos_at_128px_are_planned_in_seconds(tmp_path: Path) -> None:
     )  # fmt: skip
     assert spec.train.kimg == 730 and spec.study.target_kimg == MAX_EXTRAPOLATION * 730
     assert spec.study.target_kimg <= supported_kimg(n_train) < MAX_EXTRAPOLATION * 740
-    assert (spec.train.num_evals, spec.train.eval_spacing) == (5, "doubling")  # 40 trials: halving pays
-    assert (spec.pruner.name, spec.pruner.reduction_factor, spec.pruner.spare_until_complete) == (
-        "successive_halving", 2, 4,
-    )  # fmt: skip
+    assert (spec.train.num_evals, spec.train.eval_spacing) == (5, "doubling")  # 40 trials: the rung pays
+    assert (spec.pruner.name, spec.pruner.min_resource, spec.pruner.keep) == ("rung", 2, 0)
     assert seconds < 30
+
+
+def test_a_gpu_plan_pauses_at_the_rung_unless_a_deadline_ends_its_search(tmp_path: Path) -> None:
+    """pruner: rung completes nothing until every trial reached 1/8; `hpo run`'s search ends at a
+    deadline, so its plan keeps successive halving, which completes trials as it goes."""
+    draw_shapes(tmp_path / "photos", 200, 64)
+    plan = plan_for(tmp_path / "photos", 80)
+    assert dict((k, v) for k, v, _ in pruner(plan))["name"] == "rung"
+    assert dict((k, v) for k, v, _ in pruner(dataclasses.replace(plan, deadline=True)))["name"] == "successive_halving"

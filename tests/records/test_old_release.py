@@ -93,6 +93,8 @@ def test_status_json_is_the_old_one_with_the_renamed_key_and_the_named_changes(s
         frontier["statistic"] = frontier["statistic"].replace("FID of", f"{old['study']['metric']} of", 1)
     # `hpo run` (the budgeted run): a study says which run it belongs to; this one none.
     assert new["study"].pop("run") is None
+    # #61 (pruner: rung): paused trials a continuation resumed; none here.
+    assert new["study"].pop("continued") == 0
     assert new == old
 
 
@@ -119,5 +121,6 @@ def test_export_writes_the_old_weights_settings_and_spec(study: Path) -> None:
     )
     old_spec = renamed((SAID / "export-spec.yaml").read_text()).splitlines()
     new_spec = (out / "spec.yaml").read_text().replace(str(study), "{DIR}").splitlines()
-    # #61: a spec names its evaluation points' spacing (even, as every older spec trained).
-    assert [x for x in new_spec if x.strip() != "eval_spacing: even"] == old_spec
+    # #61: a spec names its evaluation points' spacing (even, as every older spec trained), and the
+    # rung's `keep` (0: derived; read by pruner: rung only).
+    assert [x for x in new_spec if x.strip() not in ("eval_spacing: even", "keep: 0")] == old_spec
