@@ -237,7 +237,8 @@ def main() -> None:
     torch.set_num_threads(2)
     result = measure(args.trials, args.kimg, args.real, View(args.num_evals, args.spacing), args.dataset)
     show(result)
-    write_result("pruning_savings" if args.dataset == "digits" else f"pruning_savings_{args.dataset}", result)
+    name = "pruning_savings" if args.dataset == "digits" else f"pruning_savings_{args.dataset}"
+    write_result(name + ("_rung" if args.real == "rung" else ""), result)  # beside the other pruners' records
 
 
 if __name__ == "__main__":
