@@ -42,6 +42,7 @@ class Summary:
     compute_seconds: float  # finished trials, and running ones so far
     saved_seconds: float  # the budget pruned trials did not use, at the study's mean seconds per kimg
     n_trials: int
+    stopped_baseline: FrozenTrial | None = None  # a baseline the pruner stopped (none complete)
 
 
 def validation_points(t: FrozenTrial, metric: str) -> list[tuple[float, float]]:
@@ -65,11 +66,25 @@ def trial_seconds(t: FrozenTrial, now: datetime.datetime | None = None) -> float
     return (end - t.datetime_start).total_seconds() if end is not None else 0.0
 
 
+def kimg_trained_here(t: FrozenTrial, trials: Sequence[FrozenTrial]) -> float | None:
+    """The kimg a complete trial trained itself: its budget, less where the paused trial it continues
+    (pruner: rung) had stopped; its checkpoint held that part."""
+    record = TrialRecord.of(t)
+    if record.budget_kimg is None or record.continues is None:
+        return record.budget_kimg
+    paused = next((p for p in trials if p.number == record.continues), None)
+    before = TrialRecord.of(paused).stopped_at_kimg if paused is not None else None
+    return record.budget_kimg - before if before is not None and before < record.budget_kimg else None
+
+
+def stopped_baseline(t: FrozenTrial, continued: set[int]) -> bool:
+    return TrialRecord.of(t).baseline and t.state == TrialState.PRUNED and t.number not in continued
+
+
 def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
     p = progress(study, n_trials_of(study), trials)
     done = complete(trials)
-    whole = [t for t in done if TrialRecord.of(t).continues is None]  # a continuation trained part of its budget
-    per_kimg = [trial_seconds(t) / kimg for t in whole if (kimg := TrialRecord.of(t).budget_kimg)]
+    per_kimg = [trial_seconds(t) / kimg for t in done if (kimg := kimg_trained_here(t, trials))]
     mean_per_kimg = statistics.fmean(per_kimg) if per_kimg else 0.0
     saved = 0.0
     continued = continued_numbers(trials)
@@ -92,11 +107,17 @@ def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summa
         compute_seconds=sum(trial_seconds(t, now) for t in trials),
         saved_seconds=saved,
         n_trials=p.n_trials,
+        stopped_baseline=next((t for t in trials if stopped_baseline(t, continued)), None),
     )
 
 
 def best_vs_baseline(s: Summary) -> str:
     """The improvement over the baseline, and whether it is larger than the noise."""
+    if s.best is not None and s.baseline is None and (stopped := s.stopped_baseline) is not None:
+        return (
+            f"The baseline (trial #{stopped.number}) was stopped by the pruner ({fail_reason(stopped)}), so there is "
+            "no complete baseline to compare with."
+        )
     if s.best is None or s.baseline is None:
         return "No complete baseline to compare with yet: baselines are enqueued first, so wait for them."
     best, base = score_of(s.best), score_of(s.baseline)

@@ -193,6 +193,20 @@ def enqueue_baseline(study: optuna.Study, params: dict[str, object]) -> None:
     study.enqueue_trial(dict(params), user_attrs={BASELINE_ATTR: True})
 
 
+def refuse_regrowth_after_rung(existing: optuna.Study, spec: Spec) -> None:
+    """pruner: rung decides once, for the n_trials it was given: a new count would rank again among
+    paused trials whose checkpoints that decision removed."""
+    old = stored_spec(existing)
+    if old is None or spec.pruner.name != "rung" or old.study.n_trials == spec.study.n_trials:
+        return
+    if continued_numbers(existing.get_trials(deepcopy=False)):
+        raise HpoError(
+            f"study {existing.study_name!r} has taken its rung decision at n_trials={old.study.n_trials} (the trials "
+            f"not continued were stopped and their checkpoints removed), so n_trials cannot change now; launch with "
+            f"--name NAME to start a new study, or keep n_trials: {old.study.n_trials}"
+        )
+
+
 def create_or_resume(
     spec: Spec, storage: RDBStorage, *, name: str | None = None, baselines: bool = True
 ) -> tuple[optuna.Study, bool]:
@@ -203,6 +217,7 @@ def create_or_resume(
     spec_dict = spec.to_dict()
     section(spec_dict, "study")["name"] = name
     if existing is not None:
+        refuse_regrowth_after_rung(existing, spec)
         existing.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))  # n_trials may have grown
         return existing, False
     study = optuna.create_study(

@@ -24,8 +24,8 @@ REASONS = {
     "pruned_by_percentile": "validation metric outside the best pruner.percentile % of earlier trials at that point",
     "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
     "pruned_by_successive_halving": "stopped by successive halving: not among the best at a rung",
-    PAUSED: "paused at the rung (pruner: rung) until every trial had reached it, then not among the best there "
-    "(those were continued as new trials)",
+    PAUSED: "paused at the rung (pruner: rung), its checkpoint kept; once every trial had reached it, the best "
+    "there were continued as new trials (PRUNED → #N), the others stopped there",
     "nan_loss": "the loss, gradient norm or validation metric became NaN or infinite; lower lr or keep grad_clip",
     "diverged": "the loss rose far above its running median; lower lr or add warm-up",
     "oom": "out of GPU memory at this batch size; the worker carried on",

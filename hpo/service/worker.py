@@ -166,8 +166,8 @@ class Worker:
             if requeue_orphans(study, storage, retries, trials):
                 trials = study.get_trials(deepcopy=False)
             if decide(study, ctx.spec, trials):
-                drop_checkpoints(ctx, not_continued(ctx.spec, trials))
                 trials = study.get_trials(deepcopy=False)
+            drop_checkpoints(ctx, not_continued(ctx.spec, trials))  # on every host with its own artifact folder
             p = progress(study, n_trials, trials, max_retries=retries)
             if p.waiting == 0 and p.slots >= n_trials:
                 return Outcome.DONE if p.done else Outcome.BUSY
@@ -186,11 +186,10 @@ class Worker:
         except Exception:  # what the caller does with a finished study must never take a worker down
             log.exception("the callback for finished study %s failed", study.study_name)
 
-    def _run_trial(
-        self, trial: optuna.Trial, ctx: StudyContext, lock: StartLock, storage: ResilientStorage, started: list[int]
-    ) -> float:
-        """The objective Optuna calls; ``interrupt_trial`` raises a stop only while this is on the stack."""
-        started.append(trial_id(trial))
+    def _run_trial(self, trial: optuna.Trial, ctx: StudyContext, lock: StartLock, storage: ResilientStorage) -> float:
+        """The objective Optuna calls; ``interrupt_trial`` raises a stop only while this is on the stack
+        (from its first instruction: a stop raised before its ``try`` reads as ``worker_lost``, retried
+        the same way)."""
         try:
             if self.stopping:  # SIGTERM came between the start lock and here: Optuna had asked already
                 raise WorkerStopping
@@ -219,8 +218,9 @@ class Worker:
         number: list[int] = []
 
         def objective(trial: optuna.Trial) -> float:
-            number.append(trial.number)
-            return self._run_trial(trial, ctx, lock, storage, ids)
+            number.append(trial.number)  # here no stop is raised (not inside _run_trial)
+            ids.append(trial_id(trial))
+            return self._run_trial(trial, ctx, lock, storage)
 
         try:
             # gc after a trial frees GPU memory held in cycles; on the CPU it only costs time
@@ -294,12 +294,14 @@ class Worker:
 
 
 def drop_checkpoints(ctx: StudyContext, trials: list[optuna.trial.FrozenTrial]) -> None:
-    """The checkpoints and EMA snapshots of paused trials no continuation will resume (those this
-    worker's artifact folder holds)."""
+    """The checkpoints and EMA snapshots of paused trials no continuation will resume, those this
+    worker's artifact folder holds (each host removes its own; a worker killed before it did leaves
+    them to the next step)."""
     for t in trials:
         root = root_number(t)
         ctx.checkpoint_path(root).unlink(missing_ok=True)
-        shutil.rmtree(ctx.snapshot_dir(root), ignore_errors=True)
+        if ctx.snapshot_dir(root).exists():
+            shutil.rmtree(ctx.snapshot_dir(root), ignore_errors=True)
 
 
 def in_objective(frame: FrameType | None) -> bool:

@@ -170,6 +170,18 @@ def check_losses(losses: list[float], factor: float, step: int) -> None:
             )
 
 
+DEVICE_FIELD = "device"  # TrainConfig.device, in a checkpoint's plain config
+
+
+def same_run(written: JsonObject, cfg: TrainConfig) -> bool:
+    """Whether a checkpoint's configuration is this run's: every field, the device only by its kind
+    (a retry or a rung's continuation may land on another GPU of the pool: cuda:1 resumes cuda:0's)."""
+    stored, mine = {**ADDED_SINCE, **written}, to_plain(cfg)
+    differ = {k for k in stored.keys() | mine.keys() if stored.get(k) != mine.get(k)}
+    kind = str(stored.get(DEVICE_FIELD)).split(":")[0]
+    return differ <= {DEVICE_FIELD} and kind == cfg.device.split(":")[0]
+
+
 class Trainer:
     """State of one run; :func:`train` is the entry point."""
 
@@ -319,7 +331,7 @@ class Trainer:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        if {**ADDED_SINCE, **state["config"]} != to_plain(self.cfg):
+        if not same_run(state["config"], self.cfg):
             raise ValueError("checkpoint was written by a run with a different configuration; not resuming from it")
         self.model.load_state_dict(state["model"])
         self.ema.load_state_dict(state["ema"])

@@ -10,6 +10,7 @@ import torch
 from hpo.diffusion.parameterization import target
 from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.diagnose import overfit_single_batch
+from hpo.spec.typed import to_plain
 from hpo.training import trainer as train_module
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.runtime import eval_mode
@@ -21,6 +22,7 @@ from hpo.training.trainer import (
     TrainingStopped,
     batch_indices,
     ema_beta,
+    same_run,
     train,
 )
 from hpo.training.validation import ValidationProbe, evaluate_probe
@@ -146,6 +148,16 @@ def test_checkpoint_of_another_configuration_is_refused(digits8: ImageData, tmp_
     train(tiny_config(kimg=1, batch_size=32, num_evals=1), digits8, checkpoint=ckpt)
     with pytest.raises(ValueError, match="different configuration"):
         train(tiny_config(kimg=1, batch_size=32, num_evals=1, lr=1e-3), digits8, checkpoint=ckpt)
+
+
+def test_a_checkpoint_resumes_on_another_gpu_of_the_pool_but_not_on_another_kind_of_device() -> None:
+    """A retry or a rung's continuation is taken by whichever worker asks first: cuda:1 resumes what
+    cuda:0 wrote (the checkpoint is loaded to the CPU first); a CPU run does not resume a GPU run's."""
+    cfg = tiny_config(kimg=1, batch_size=32, num_evals=1)
+    on = {device: to_plain(cfg.replace(device=device)) for device in ("cuda:0", "cuda:1", "cuda", "cpu")}
+    assert same_run(on["cuda:0"], cfg.replace(device="cuda:1")) and same_run(on["cuda"], cfg.replace(device="cuda:0"))
+    assert not same_run(on["cuda:0"], cfg.replace(device="cpu")) and not same_run(on["cpu"], cfg.replace(device="cuda"))
+    assert not same_run(to_plain(cfg.replace(device="cuda:0", lr=2e-3)), cfg.replace(device="cuda:1"))
 
 
 def test_batches_cover_each_epoch_once_and_are_stateless() -> None:
