@@ -49,25 +49,26 @@ def rung_reached(trials: Sequence[FrozenTrial], n_trials: int, max_retries: int)
     return not any(lacks_retry(t, retried, max_retries) for t in first)
 
 
-def to_continue(spec: Spec, trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
-    """The paused trials the rung continues and that have no continuation yet; empty before the
-    rung is reached by all."""
+def split_at_rung(spec: Spec, trials: Sequence[FrozenTrial]) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+    """(the paused trials the rung continues, those it stops); both empty before every trial has
+    reached the rung, and under another pruner."""
     own = [t for t in trials if not is_carried(t)]
-    if not rung_reached(own, spec.study.n_trials, spec.study.max_retries):
-        return []
-    done = continued_numbers(own)
-    return [t for t in chosen_at_rung(spec, [t for t in own if is_paused(t)]) if t.number not in done]
+    if spec.pruner.name != "rung" or not rung_reached(own, spec.study.n_trials, spec.study.max_retries):
+        return [], []
+    paused = [t for t in own if is_paused(t)]
+    chosen = chosen_at_rung(spec, paused)
+    return chosen, [t for t in paused if t not in chosen]
+
+
+def to_continue(spec: Spec, trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The paused trials the rung continues that have no continuation yet."""
+    done = continued_numbers(trials)
+    return [t for t in split_at_rung(spec, trials)[0] if t.number not in done]
 
 
 def not_continued(spec: Spec, trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
-    """Paused trials the decision left where they are (their checkpoints can go); none before the
-    decision, and none under another pruner."""
-    own = [t for t in trials if not is_carried(t)]
-    if spec.pruner.name != "rung" or not rung_reached(own, spec.study.n_trials, spec.study.max_retries):
-        return []
-    paused = [t for t in own if is_paused(t)]
-    kept = {t.number for t in chosen_at_rung(spec, paused)}
-    return [t for t in paused if t.number not in kept]
+    """Paused trials the decision left where they are (their checkpoints can go)."""
+    return split_at_rung(spec, trials)[1]
 
 
 def continue_trial(study: optuna.Study, paused: FrozenTrial) -> None:
@@ -92,8 +93,6 @@ def continue_trial(study: optuna.Study, paused: FrozenTrial) -> None:
 def decide(study: optuna.Study, spec: Spec, trials: Sequence[FrozenTrial]) -> list[int]:
     """Queue the continuations the rung owes (call with the start lock held); the paused numbers
     continued by this call."""
-    if spec.pruner.name != "rung":
-        return []
     chosen = to_continue(spec, trials)
     for t in chosen:
         continue_trial(study, t)

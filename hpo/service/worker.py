@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import shutil
 import signal
 import threading
 import time
@@ -32,7 +31,7 @@ from hpo.scoring.score import preflight
 from hpo.service.context import StudyContext
 from hpo.service.db_errors import is_storage_error
 from hpo.service.names import DEFAULT_ARTIFACTS
-from hpo.service.objective import TrialFailed, TrialLost, run_objective
+from hpo.service.objective import TrialFailed, TrialFiles, TrialLost, run_objective
 from hpo.service.optuna_internals import stale_trial_ids, trial_id
 from hpo.service.placement import placement_here
 from hpo.service.pruning import make_pruner
@@ -299,9 +298,7 @@ def drop_checkpoints(ctx: StudyContext, trials: list[optuna.trial.FrozenTrial]) 
     them to the next step)."""
     for t in trials:
         root = root_number(t)
-        ctx.checkpoint_path(root).unlink(missing_ok=True)
-        if ctx.snapshot_dir(root).exists():
-            shutil.rmtree(ctx.snapshot_dir(root), ignore_errors=True)
+        TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root)).remove()
 
 
 def in_objective(frame: FrameType | None) -> bool:
