@@ -20,11 +20,12 @@ from hpo.report.data import best_vs_baseline, failure_groups, summarise_study
 from hpo.service.pruning import PauseAtRung, make_pruner, rung_keep
 from hpo.service.rung import continue_trial, decide
 from hpo.service.storage import open_storage
-from hpo.service.study import create_or_resume, progress
+from hpo.service.study import create_or_resume, progress, stored_spec
 from hpo.service.trials import PAUSED, fail_reason, mark_ended, retry_history, root_number
 from hpo.service.worker import Worker, WorkerOptions
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import Spec
+from tests.cli import hpo_in_process
 from tests.service_helpers import write_spec
 
 RUNG: dict[str, Any] = {"name": "rung", "min_resource": 1}
@@ -144,6 +145,29 @@ def test_a_study_that_took_its_rung_decision_refuses_a_new_n_trials_in_one_line(
         create_or_resume(rung_spec(tmp_path, n_trials=6, keep=1), open_storage(url))
     assert "\n" not in str(err.value)
     create_or_resume(grown, open_storage(url))  # the same count resumes
+
+
+def test_hpo_launch_of_a_grown_rung_study_after_its_decision_says_so_in_one_line_and_keeps_it(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'hpo.db'}"
+    spec = rung_spec(tmp_path, n_trials=3, keep=1)
+    study, _ = create_or_resume(spec, open_storage(url))
+    for metric in (0.3, 0.2, 0.4):
+        paused_trial(study, metric)
+    assert decide(study, spec, study.get_trials()) == [1]
+    before = [(t.number, t.state) for t in study.get_trials()]
+    grown = write_spec(
+        tmp_path, "grown.yaml", study={"name": "rung", "n_trials": 6, "max_retries": 2}, pruner={**RUNG, "keep": 1}
+    )
+    done = hpo_in_process("launch", str(grown), "--workers", "0", "--skip-doctor", url=url, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "rung decision at n_trials=3" in done.stderr and "--name NAME" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    after = optuna.load_study(study_name="rung", storage=url)
+    assert [(t.number, t.state) for t in after.get_trials()] == before
+    kept = stored_spec(after)
+    assert kept is not None and kept.study.n_trials == 3
 
 
 def test_a_decision_cut_short_by_a_killed_worker_is_finished_by_the_next(tmp_path: Path) -> None:
