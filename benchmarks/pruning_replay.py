@@ -149,39 +149,43 @@ class Replay:
     complete: int  # trials trained to the end: what the report's score-based sections rank
 
 
-def replay(candidate: Candidate, trials: list[Measured], name: str) -> Replay:
-    """The candidate deciding on ``trials``' curves in order, the first one the baseline, in a study
-    named ``name`` (Hyperband assigns brackets by it)."""
+def candidate_spec(candidate: Candidate, n_trials: int, name: str) -> Spec:
+    """The digits spec with the candidate's pruner and evaluation points, for a study of ``n_trials``."""
     view = candidate.view
     train = {"num_evals": view.num_evals, "eval_spacing": view.spacing}
     raw = spec_with(DIGITS, pruner={} if candidate.forecast else candidate.pruner, merge_train=train)
-    raw["study"] = {**raw["study"], "n_trials": len(trials)}
-    spec = spec_from_dict(raw, file=name)
+    raw["study"] = {**raw["study"], "n_trials": n_trials}
+    return spec_from_dict(raw, file=name)
+
+
+def outcomes(candidate: Candidate, trials: list[Measured], name: str) -> list[tuple[int, float]]:
+    """The candidate deciding on ``trials``' curves in order, the first one the baseline, in a study
+    named ``name`` (Hyperband assigns brackets by it). Per trial, in order: (evaluation points
+    trained, the score or inf when stopped). pruner: rung goes through the service's own pauses and
+    decision (``tabular.replay_rung``)."""
+    view = candidate.view
+    spec = candidate_spec(candidate, len(trials), name)
     if spec.pruner.name == "rung":
-        return replay_rung(spec, view, trials, name)
+        return rung_outcomes(spec, [m.seen(view) for m in trials], name)
     study = optuna.create_study(study_name=name, pruner=pruner_of(candidate, spec))
-    trained, reported, kept = 0.0, 0, []
+    out = []
     for i, m in enumerate(trials):
         trial = study.ask()
         if i == 0:
             trial.set_user_attr(BASELINE_ATTR, True)
         value, seen = replay_trial(study, trial, m.seen(view), view.num_evals)
-        trained += m.share_trained(seen, view)
-        reported += seen
-        kept.append(value)
-    finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == POINTS]
-    done = sum(1 for v in kept if math.isfinite(v))
-    return Replay(trained, reported, min(kept, default=math.inf), min(finite, default=math.inf), done)
+        out.append((seen, value))
+    return out
 
 
-def replay_rung(spec: Spec, view: View, trials: list[Measured], name: str) -> Replay:
-    """pruner: rung through the service's own pauses and decision (``tabular.replay_rung``)."""
-    out = rung_outcomes(spec, [m.seen(view) for m in trials], name)
-    trained = sum(m.share_trained(points, view) for m, (points, _) in zip(trials, out, strict=True))
+def replay(candidate: Candidate, trials: list[Measured], name: str) -> Replay:
+    """What the candidate trained, reported and kept on ``trials`` (:func:`outcomes`)."""
+    out = outcomes(candidate, trials, name)
+    trained = sum(m.share_trained(points, candidate.view) for m, (points, _) in zip(trials, out, strict=True))
     finite = [m.score for m in trials if math.isfinite(m.score) and len(m.curve) == POINTS]
     kept = [value for _, value in out]
     done = sum(1 for v in kept if math.isfinite(v))
-    return Replay(trained, sum(p for p, _ in out), min(kept), min(finite, default=math.inf), done)
+    return Replay(trained, sum(p for p, _ in out), min(kept, default=math.inf), min(finite, default=math.inf), done)
 
 
 def pruner_of(candidate: Candidate, spec: Spec) -> BasePruner:
