@@ -102,7 +102,7 @@ def make_plan(opts: RunOptions, budget_s: float, spent_s: float) -> tuple[Plan, 
     from hpo.planning.spec_yaml import plan_yaml
     from hpo.spec.loading import load_spec
 
-    plan = dataclasses.replace(first_plan(opts), seed=opts.seed, deadline=True)
+    plan = dataclasses.replace(first_plan(opts), seed=opts.seed)
     data_path = str(opts.images.resolve())
     with tempfile.TemporaryDirectory() as tmp:
         path = write_output(Path(tmp) / SPEC_FILE, plan_yaml(plan, data_path))

@@ -130,9 +130,6 @@ class Plan:
     search: SearchPlan
     n_trials: int
     seed: int = 0  # the study sampler's and the trainer's seed (`hpo run --seed`)
-    # `hpo run`: its search ends at a deadline, so no pruner that completes nothing until every trial has
-    # reached its rung (pruner: rung); successive halving completes trials as it goes
-    deadline: bool = False
 
 
 def choose_image_size(survey: FolderSurvey, requested: int | None) -> int:
@@ -231,7 +228,7 @@ def budget(n_train: int, size: int, kind: Kind, largest_batch: int) -> Budget:
     """A trial trains 1/MAX_EXTRAPOLATION of the data-budget rule's kimg, so the winner's real run
     (target) is as far as ``hpo confirm`` forecasts; on a CPU also no more than the quickstart's trial
     costs (its kimg at 16 px, scaled by pixels). A step of its own for every evaluation point: on a
-    GPU (40 trials) 5 doubling ones, where successive halving prunes (docs/benchmarks.md "Pruners");
+    GPU (40 trials) 5 doubling ones, where the rung at 1/8 prunes (docs/benchmarks.md "Pruners");
     on a CPU (10 trials) 4 even ones, where the median does."""
     num_evals, spacing = POINTS[kind]
     supported = supported_kimg(n_train)

@@ -202,14 +202,6 @@ def points(b: Budget) -> list[Entry]:
 
 def pruner(plan: Plan) -> list[Entry]:
     """The rung at 1/8 at doubling points, or the median at even ones (plan.POINTS says why)."""
-    guard = ("spare_until_complete", 4, "until 4 trials are complete, one ahead of the baseline is never stopped")
-    if plan.budget.eval_spacing == "doubling" and plan.deadline:
-        return [
-            ("name", "successive_halving", "at points 1, 2 and 4 (1/16, 1/8, 1/2 of the budget) keep the better half"),
-            ("min_resource", 1, "the first rung: the first evaluation point (a search with a deadline: plan.deadline)"),
-            ("reduction_factor", 2, "each rung keeps 1/2 of the trials that reached it"),
-            guard,
-        ]
     if plan.budget.eval_spacing == "doubling":
         return [
             ("name", "rung", "every trial pauses at 1/8 of its budget; once all have, the best there train on"),
@@ -220,7 +212,7 @@ def pruner(plan: Plan) -> list[Entry]:
         ("name", "median", "stop a trial whose validation metric lags the median at the same point"),
         ("startup_trials", 2, "complete trials before pruning starts"),
         ("warmup_evals", 0, "the first evaluation point may already prune"),
-        guard,
+        ("spare_until_complete", 4, "until 4 trials are complete, one ahead of the baseline is never stopped"),
     ]
 
 
