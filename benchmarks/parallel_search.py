@@ -16,7 +16,7 @@ wall time in budgets, the best complete score's gap to the table's best cell in 
 (mean ± se over seeds), the share of studies more than 1 seed sd behind the reference candidate's
 mean, and the complete trials.
 
-    .venv/bin/python -m benchmarks.parallel_search [--seeds 30] [--trials 30] [--workers 1,4]
+    .venv/bin/python -m benchmarks.parallel_search [--seeds 30] [--trials 30] [--workers 1,4] [--only rung]
 
 Issue 61 asks what TPE with constant liar and GPSampler do for parallel workers; a sequential replay
 cannot show it.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -38,8 +39,10 @@ from optuna.trial import Trial, TrialState
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
 from benchmarks.tabular import POINTS, Measured, Table, View, add_table_arguments, tables_of
 from hpo.service.pruning import make_pruner
+from hpo.service.rung import decide
 from hpo.service.space import suggest
 from hpo.service.study import enqueue_baseline, make_sampler
+from hpo.service.trials import PAUSED, mark_ended
 from hpo.spec.spec import Spec, spec_from_dict
 
 SAMPLERS: dict[str, dict[str, Any]] = {
@@ -54,6 +57,7 @@ PRUNERS: dict[str, tuple[View, dict[str, Any]]] = {
         View(5, "doubling"),
         {"name": "successive_halving", "min_resource": 1, "reduction_factor": 2, "spare_until_complete": 4},
     ),
+    "rung at 1/8, 5 doubling": (View(5, "doubling"), {"name": "rung", "min_resource": 2}),
 }
 REFERENCE = ("tpe (constant liar)", "median 2/0, 4 even (default)")  # the spec's `auto` beside a pruner
 
@@ -75,7 +79,8 @@ class Event:
     trial: Trial = field(compare=False)
     run: Measured = field(compare=False)
     point: int = field(compare=False)  # 1-based index into run.curve of the point reported at ``time``
-    started: float = field(compare=False)
+    started: float = field(compare=False)  # when the run would have begun: its points fall at their shares
+    paid_from: float = field(compare=False)  # when this worker began it (later for a resumed continuation)
 
 
 @dataclass(frozen=True)
@@ -84,11 +89,16 @@ class Outcome:
     trained: float  # budgets trained, all trials together
     wall: float  # time until the last trial ended, in budgets
     complete: int
+    completions: tuple[tuple[float, float], ...] = ()  # (when its sweep ended, score) of each complete trial
 
 
-def simulate(table: Table, spec: Spec, view: View, trials: int, workers: int) -> Outcome:
+def simulate(table: Table, spec: Spec, view: View, trials: int, workers: int, sweep: float = 0.0) -> Outcome:
     """One study served by ``workers`` simulated workers, each with its own sampler and pruner on the
-    shared storage, in time order."""
+    shared storage, in time order. Under ``pruner: rung`` a trial stopped at the rung is paused; a
+    worker with nothing to ask waits; once every trial has reached the rung the service's own decision
+    (``service/rung.py``) queues the continuations, and the waiting workers take them: each reports
+    the points before the rung from its checkpoint at no cost and trains on from there. A complete
+    trial then holds its worker ``sweep`` budgets more (its sampling sweep; its score is told at once)."""
     storage = optuna.storages.InMemoryStorage()
     name = "parallel"
     optuna.create_study(storage=storage, study_name=name)
@@ -101,46 +111,71 @@ def simulate(table: Table, spec: Spec, view: View, trials: int, workers: int) ->
     events: list[Event] = []
     counter = iter(range(10**9))
     asked = 0
+    rung = spec.pruner.min_resource if spec.pruner.name == "rung" else 0
+    idle: list[tuple[int, float]] = []  # workers with nothing to ask, and since when
+
+    def queued() -> bool:
+        return bool(studies[0].get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def start(worker: int, now: float) -> None:
         nonlocal asked
-        if asked >= trials:
+        resumed = rung > 0 and queued() and asked >= trials
+        if asked >= trials and not resumed:
+            idle.append((worker, now))
             return
-        asked += 1
+        asked += 0 if resumed else 1
         study = studies[worker]
         trial = study.ask()
         run = table.at(suggest(trial, spec.search)).seen(view)
-        if not run.curve:  # diverged before the first point: stopped at once
+        if resumed:  # the points before the rung, replayed from its checkpoint
+            for k in range(1, min(rung, len(run.curve)) + 1):
+                trial.report(run.curve[k - 1], step=k)
+        first = rung + 1 if resumed else 1
+        if len(run.curve) < first:  # diverged before its first point to train: stopped at once
             study.tell(trial, state=TrialState.PRUNED)
             start(worker, now + 1 / POINTS)
             return
-        heapq.heappush(events, Event(now + view.indices[0] / POINTS, next(counter), worker, trial, run, 1, now))
+        began = now - (view.indices[rung - 1] / POINTS if resumed else 0.0)
+        at = began + view.indices[first - 1] / POINTS
+        heapq.heappush(events, Event(at, next(counter), worker, trial, run, first, began, now))
 
     for w in range(workers):
         start(w, 0.0)
     trained, wall, best, complete = 0.0, 0.0, math.inf, 0
+    completions: list[tuple[float, float]] = []
     while events:
         e = heapq.heappop(events)
         study = studies[e.worker]
         e.trial.report(e.run.curve[e.point - 1], step=e.point)
         finished = e.point == len(e.run.curve)
         diverged = len(e.run.curve) < view.num_evals or not math.isfinite(e.run.score)
-        if e.trial.should_prune() or (finished and diverged):
+        stopped = e.trial.should_prune()
+        if stopped or (finished and diverged):
+            if stopped and e.point == rung:  # pruner: rung pauses every trial there
+                mark_ended(e.trial, PAUSED)
             study.tell(e.trial, state=TrialState.PRUNED)
         elif finished:
             study.tell(e.trial, e.run.score)
             best, complete = min(best, e.run.score), complete + 1
+            completions.append((e.time + sweep, e.run.score))
         else:
             nxt = e.started + view.indices[e.point] / POINTS
-            heapq.heappush(events, Event(nxt, next(counter), e.worker, e.trial, e.run, e.point + 1, e.started))
+            heapq.heappush(
+                events, Event(nxt, next(counter), e.worker, e.trial, e.run, e.point + 1, e.started, e.paid_from)
+            )
             continue
-        trained += e.time - e.started
-        wall = max(wall, e.time)
-        start(e.worker, e.time)
-    return Outcome(best, trained, wall, complete)
+        trained += e.time - e.paid_from
+        free = e.time + (sweep if finished and not stopped and not diverged else 0.0)
+        wall = max(wall, free)
+        start(e.worker, free)
+        if rung and decide(study, spec, study.get_trials(deepcopy=False)):
+            waiting, idle[:] = idle[:], []
+            for worker, since in waiting:
+                start(worker, max(since, e.time))
+    return Outcome(best, trained, wall, complete, tuple(completions))
 
 
-def report(table: Table, seeds: int, trials: int, workers: list[int]) -> dict[str, Any]:
+def report(table: Table, seeds: int, trials: int, workers: list[int], only: str | None = None) -> dict[str, Any]:
     sd, top = table.seed_sd, table.best()
     print(
         f"\n## {table.dataset}: {trials} trials, {seeds} sampler seeds; training seed sd {sd:.3g}; best cell {top:.4g}"
@@ -155,6 +190,12 @@ def report(table: Table, seeds: int, trials: int, workers: list[int]) -> dict[st
         gaps: dict[tuple[str, str], list[float]] = {}
         for sampler_label, sampler in SAMPLERS.items():
             for pruner_label, pruner in PRUNERS.items():
+                if (
+                    only is not None
+                    and pruner_label not in ("none", REFERENCE[1])
+                    and not re.search(only, pruner_label)
+                ):
+                    continue
                 started = time.perf_counter()
                 specs = [spec_for(sampler, pruner, s, trials) for s in range(seeds)]
                 out = [simulate(table, spec, pruner[0], trials, w) for spec in specs]
@@ -192,19 +233,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--workers", default="1,4")
+    parser.add_argument("--only", help="only the pruners whose names match this regular expression (and none, ref.)")
     add_table_arguments(parser)
     args = parser.parse_args()
     quiet()
     started = time.perf_counter()
     workers = [int(w) for w in args.workers.split(",")]
-    datasets = [report(t, args.seeds, args.trials, workers) for t in tables_of(args)]
+    datasets = [report(t, args.seeds, args.trials, workers, args.only) for t in tables_of(args)]
     seconds = time.perf_counter() - started
     print(f"\ntotal {seconds:.0f} s")
     result = {
         "seeds": args.seeds, "trials": args.trials, "workers": workers, "kimg": args.kimg, "datasets": datasets,
         "total_seconds": seconds,
     }  # fmt: skip
-    write_result("parallel_search", result)
+    write_result("parallel_search" if args.only is None else "parallel_search_only", result)  # a subset: its own file
 
 
 if __name__ == "__main__":

@@ -18,6 +18,16 @@ that lose more than 1 sd, the share with no complete trial (`hpo run` stops ther
 completed no trial"), complete trials, and the search time used (the rest goes to the final run).
 
     .venv/bin/python -m benchmarks.run_search_replay [--repeats 300] [--sizes 10,30,100] [--slow 1,1.5,2,3]
+
+The draws above are random search. `hpo run`'s spec samples with TPE (constant liar; ``sampler: auto``
+beside a pruner), which learns from the trials it has seen, so ``--tpe`` runs the same search through
+``parallel_search.simulate`` (one worker, the service's sampler and pruner on one study, the sweep
+holding the worker after a complete trial) over ``--repeats`` sampler seeds, and reads each
+deadline off the times the complete trials ended. There is no fixed draw to take the regret against:
+the cells give the best complete trial's gap to the table's best cell in training-seed sd (a search
+with none counts 10 sd), mean ± se over seeds; seeds do not pair across pruners once they diverge.
+
+    .venv/bin/python -m benchmarks.run_search_replay --tpe --repeats 50 --sizes 10,30
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from benchmarks import parallel_search
 from benchmarks.common import quiet, write_result
 from benchmarks.pruning_replay import CANDIDATES, Candidate, outcomes, studies_of
 from benchmarks.tabular import POINTS, Measured, Table, add_table_arguments, tables_of
@@ -131,23 +142,65 @@ def report(
     return rows
 
 
+TPE_PRUNERS = {  # parallel_search's names of the two pruners above
+    "halving 2 from 1/16 + guard (hpo run)": "halving 2+guard, 5 doubling",
+    "rung at 1/8": "rung at 1/8, 5 doubling",
+}
+
+
+def tpe_report(
+    table: Table, sizes: list[int], seeds: int, slowdowns: list[float], sweep: float
+) -> list[dict[str, float | str]]:
+    sd, top = table.seed_sd, table.best()
+    print(f"\n## {table.dataset}, TPE: training seed sd {sd:.3g}; {seeds} sampler seeds per size; sweep {sweep:g}")
+    print(f"{'trials':>6} {'pruner':>38} {'slower':>6} {'gap (sd)':>14} {'none complete':>13} {'complete':>8}")
+    rows: list[dict[str, float | str]] = []
+    tpe = parallel_search.SAMPLERS["tpe (constant liar)"]
+    for size in sizes:
+        planned = planned_search(size, sweep)
+        for label, name in TPE_PRUNERS.items():
+            pruner = parallel_search.PRUNERS[name]
+            specs = [parallel_search.spec_for(tpe, pruner, s, size) for s in range(seeds)]
+            out = [parallel_search.simulate(table, spec, pruner[0], size, 1, sweep) for spec in specs]
+            for slow in slowdowns:
+                done = [[score for end, score in o.completions if end <= planned / slow] for o in out]
+                gap = [min(min(d, default=math.inf) - top, 10 * sd) / sd for d in done]
+                row: dict[str, float | str] = {
+                    "trials": size, "pruner": label, "slower": slow, "gap_sd": statistics.mean(gap),
+                    "gap_se": statistics.stdev(gap) / math.sqrt(seeds),
+                    "share_none_complete": sum(not d for d in done) / seeds,
+                    "mean_complete": statistics.mean(len(d) for d in done),
+                }  # fmt: skip
+                print(
+                    f"{size:>6} {label:>38} {slow:>5g}x {row['gap_sd']:>7.2f} ± {row['gap_se']:.2f} "
+                    f"{row['share_none_complete']:>13.0%} {row['mean_complete']:>8.1f}",
+                    flush=True,
+                )
+                rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--sizes", default="10,30,100")
     parser.add_argument("--slow", default="1,1.5,2,3", help="how many times slower the trials ran than timed")
     parser.add_argument("--sweep-share", type=float, default=SWEEP_SHARE)
+    parser.add_argument(
+        "--tpe", action="store_true", help="TPE's search over --repeats sampler seeds, not random draws"
+    )
     add_table_arguments(parser)
     args = parser.parse_args()
     quiet()
     started = time.perf_counter()
     sizes = [int(s) for s in args.sizes.split(",")]
     slowdowns = [float(s) for s in args.slow.split(",")]
-    datasets = {t.dataset: report(t, sizes, args.repeats, slowdowns, args.sweep_share) for t in tables_of(args)}
+    rows = tpe_report if args.tpe else report
+    datasets = {t.dataset: rows(t, sizes, args.repeats, slowdowns, args.sweep_share) for t in tables_of(args)}
     seconds = time.perf_counter() - started
     print(f"\ntotal {seconds:.0f} s")
-    write_result("run_search_replay", {"repeats": args.repeats, "sweep_share": args.sweep_share, "datasets": datasets,
-                                       "total_seconds": seconds})  # fmt: skip
+    result = {"repeats": args.repeats, "sweep_share": args.sweep_share, "datasets": datasets, "total_seconds": seconds}
+    write_result("run_search_replay_tpe" if args.tpe else "run_search_replay", result)
 
 
 if __name__ == "__main__":
