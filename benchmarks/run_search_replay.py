@@ -43,6 +43,7 @@ from benchmarks.common import quiet, write_result
 from benchmarks.pruning_replay import CANDIDATES, Candidate, outcomes, studies_of
 from benchmarks.tabular import POINTS, Measured, Table, add_table_arguments, tables_of
 from hpo.run.split import Costs
+from hpo.spec.rules import rung_continued
 
 PRUNERS: dict[str, Candidate] = {
     "halving 2 from 1/16 + guard (hpo run)": CANDIDATES["succ. halving 2+guard, 5 doubling"],
@@ -73,8 +74,10 @@ def stretches(candidate: Candidate, trials: list[Measured], name: str, sweep: fl
         return [Stretch(s + (sweep if math.isfinite(v) else 0.0), v) for s, (_, v) in zip(shares, out, strict=True)]
     rung = view.indices[RUNG_POINT - 1] / POINTS
     paused = [Stretch(min(s, rung), math.inf) for s in shares]
-    continued = [i for i, (points, _) in enumerate(out) if points > RUNG_POINT]
-    continued.sort(key=lambda i: (trials[i].seen(view).curve[RUNG_POINT - 1], i))  # the decision's order
+    reached = [i for i, m in enumerate(trials) if len(m.seen(view).curve) >= RUNG_POINT]
+    reached.sort(key=lambda i: (trials[i].seen(view).curve[RUNG_POINT - 1], i))  # service/rung.py's ranking
+    continued = reached[: rung_continued(len(trials), rung)]  # those that diverge after the rung too
+    assert {i for i, (_, v) in enumerate(out) if math.isfinite(v)} <= set(continued), "not the decision's choice"
     finished = [Stretch(shares[i] - rung + (sweep if math.isfinite(out[i][1]) else 0.0), out[i][1]) for i in continued]
     return paused + finished
 
@@ -92,8 +95,10 @@ def by_deadline(runs: list[Stretch], deadline: float) -> tuple[list[float], floa
 
 
 def planned_search(n: int, sweep: float) -> float:
-    """The search time `hpo run` plans for ``n`` trials, in trials' training: ``n`` expected costs."""
-    first = CANDIDATES["succ. halving 2+guard, 5 doubling"].view.fractions[0]
+    """The search time in which `hpo run` plans ``n`` trials, in trials' training: ``n`` expected costs
+    (``plan_search`` floors the count, so its search may be up to one expected cost longer: this is
+    the shortest deadline that plans ``n``)."""
+    first = CANDIDATES["rung at 1/8, 5 doubling"].view.fractions[0]
     return n * Costs(kimg=1.0, train_s=1.0, sweep_s=sweep, first_point=first, min_kimg=1.0).expected_s
 
 
@@ -142,6 +147,7 @@ def report(
     return rows
 
 
+GPU_TPE = {"name": "tpe", "n_startup_trials": 8}  # the sampler of hpo init's GPU plan (spec_yaml.sampler_and_pruner)
 TPE_PRUNERS = {  # parallel_search's names of the two pruners above
     "halving 2 from 1/16 + guard (hpo run)": "halving 2+guard, 5 doubling",
     "rung at 1/8": "rung at 1/8, 5 doubling",
@@ -155,7 +161,7 @@ def tpe_report(
     print(f"\n## {table.dataset}, TPE: training seed sd {sd:.3g}; {seeds} sampler seeds per size; sweep {sweep:g}")
     print(f"{'trials':>6} {'pruner':>38} {'slower':>6} {'gap (sd)':>14} {'none complete':>13} {'complete':>8}")
     rows: list[dict[str, float | str]] = []
-    tpe = parallel_search.SAMPLERS["tpe (constant liar)"]
+    tpe = GPU_TPE
     for size in sizes:
         planned = planned_search(size, sweep)
         for label, name in TPE_PRUNERS.items():

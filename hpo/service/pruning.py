@@ -11,18 +11,13 @@ the others at that point before deciding, which no rule that decides trial by tr
 
 from __future__ import annotations
 
-import math
-
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.records import TrialRecord
-from hpo.spec.rules import eval_fractions
+from hpo.spec.rules import eval_fractions, rung_continued
 from hpo.spec.spec import Spec
-
-RUNG_SAVING = 3.0  # rung: continue the most trials that still cost a third of training every trial to the end
-RUNG_MIN_KEEP = 4  # ... but never fewer: a report ranks complete trials (the quickstart's guard, 4 of 10)
 
 
 def baseline_value(study: optuna.Study, step: int) -> float | None:
@@ -72,14 +67,8 @@ def rung_share(spec: Spec) -> float:
 
 
 def rung_keep(spec: Spec) -> int:
-    """Trials the rung continues: the spec's ``keep``, else the most whose cost (every trial to the
-    rung, those to the end) stays within 1/RUNG_SAVING of training all to the end, at least RUNG_MIN_KEEP."""
-    n = spec.study.n_trials
-    if spec.pruner.keep:
-        return min(spec.pruner.keep, n)
-    share = rung_share(spec)
-    most = math.floor((n / RUNG_SAVING - n * share) / (1.0 - share) + 1e-9)
-    return min(n, max(RUNG_MIN_KEEP, most))
+    """Trials the rung continues (``rules.rung_continued``)."""
+    return rung_continued(spec.study.n_trials, rung_share(spec), spec.pruner.keep)
 
 
 def make_pruner(spec: Spec) -> BasePruner:

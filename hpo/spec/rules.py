@@ -37,6 +37,20 @@ def eval_fractions(num_evals: int, spacing: EvalSpacing = "even") -> tuple[float
     return tuple(2.0 ** (k - num_evals) for k in range(1, num_evals + 1))
 
 
+RUNG_SAVING = 3.0  # rung: continue the most trials that still cost a third of training every trial to the end
+RUNG_MIN_KEEP = 4  # ... but never fewer: a report ranks complete trials (the quickstart's guard, 4 of 10)
+
+
+def rung_continued(n_trials: int, share: float, keep: int = 0) -> int:
+    """Trials ``pruner: rung`` continues past a rung at ``share`` of the budget: ``keep``, else the most
+    whose cost (every trial to the rung, those to the end) stays within 1/RUNG_SAVING of training all
+    to the end, at least RUNG_MIN_KEEP."""
+    if keep:
+        return min(keep, n_trials)
+    most = math.floor((n_trials / RUNG_SAVING - n_trials * share) / (1.0 - share) + 1e-9)
+    return min(n_trials, max(RUNG_MIN_KEEP, most))
+
+
 def eval_points_words(num_evals: int, spacing: EvalSpacing = "even") -> str:
     """ "4 evaluation points" (even), "5 evaluation points, at 1/16, 1/8, 1/4, 1/2 and all of the budget"."""
     if spacing == "even" or num_evals == 1:

@@ -182,7 +182,7 @@ def test_hpo_runs_plan_on_a_gpu_pauses_at_the_rung_as_hpo_inits_does(
 ) -> None:
     """`hpo run`'s search ends at a deadline; replayed against it (benchmarks/run_search_replay.py),
     the rung's best was as good as successive halving's or better with trials up to 2x slower than
-    timed (3x from 30 trials on), with random draws and in 13 of 14 rows with TPE: its plan uses the
+    timed, with random draws and with TPE but for digits at 30 trials as timed: its plan uses the
     rung too."""
     draw_shapes(tmp_path / "photos", 200, 64)
     gpu = Machine("gpu", 80 * 2**30, "an 80 GiB GPU")
