@@ -181,3 +181,32 @@ def test_per_gpu_on_the_cpu_runs_two_worker_processes_that_share_one_study(pg_ur
     placements = [TrialRecord.of(t).ran_on for t in study.get_trials()]
     assert len(placements) == 4 and all(p is not None for p in placements)
     assert {p.worker for p in placements if p} == {0, 1} and len({p.pid for p in placements if p}) == 2
+
+
+def test_the_rung_decides_once_across_worker_processes_and_the_continuations_resume(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """pruner: rung on PostgreSQL, two `hpo worker` processes: six trials pause at the rung, the
+    decision is taken once (under the start lock) by whichever process finds all six there, and the
+    best two resume from their checkpoints in the shared artifact folder, whoever runs them."""
+    from tests.service_helpers import hpo, write_spec
+
+    pruner = {"name": "rung", "min_resource": 1, "keep": 2}
+    spec = write_spec(tmp_path, study={"name": "rungpg", "n_trials": 6, "max_retries": 2}, pruner=pruner)
+    launched = hpo("launch", str(spec), "--workers", "0", "--detach", "--skip-doctor", url=pg_url, cwd=tmp_path)
+    assert launched.returncode == 0, launched.stderr
+    args = ["worker", "--study", "rungpg", "--exit-when-idle", "--poll", "0.5", "--gpus", "cpu", "--per-gpu", "2"]
+    artifacts = tmp_path / "artifacts"
+    done = hpo(*args, "--artifacts", str(artifacts), url=pg_url, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("rung at evaluation point 1 reached by all 6 trials: continuing") == 1
+    assert done.stderr.count("resumed from") == 2
+    study = optuna.load_study(study_name="rungpg", storage=open_storage(resolve_url(pg_url)))
+    trials = study.get_trials()
+    paused = [t for t in trials if TrialRecord.of(t).continues is None]
+    best = sorted(paused, key=lambda t: (t.intermediate_values[1], t.number))[:2]
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(paused) == 6 and all(t.state == optuna.trial.TrialState.PRUNED for t in paused)
+    assert sorted(TrialRecord.of(t).continues or -1 for t in complete) == sorted(t.number for t in best)
+    assert len({p.pid for t in trials if (p := TrialRecord.of(t).ran_on)}) == 2  # both processes trained
+    assert not list((artifacts / "checkpoints").rglob("*.pt"))
