@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from hpo import __version__
-from hpo.errors import HpoError
+from hpo.errors import HOST_FAULT_EXIT, HostFault, HpoError
 from hpo.service.names import DEFAULT_ARTIFACTS
 
 # Renamed long options, old name → new: old scripts keep working, help shows only the new name.
@@ -90,7 +90,8 @@ def summary_line(doc: str | None) -> str | None:
 
 
 def command(name: str) -> Callable[[F], F]:
-    """A CLI command whose user errors become one line and exit code 2."""
+    """A CLI command whose user errors become one line and exit code 2 (75 when the host stopped it: a
+    full disk, which the same command continues once mended)."""
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
@@ -99,7 +100,7 @@ def command(name: str) -> Callable[[F], F]:
                 return fn(*args, **kwargs)
             except HpoError as err:
                 typer.echo(f"error: {err}", err=True)
-                raise typer.Exit(2) from None
+                raise typer.Exit(HOST_FAULT_EXIT if isinstance(err, HostFault) else 2) from None
             except KeyboardInterrupt:
                 typer.echo("interrupted", err=True)
                 raise typer.Exit(130) from None

@@ -10,6 +10,7 @@ from hpo.commands.outputs import output_folder
 from hpo.doctor.checklist import Checklist
 from hpo.doctor.run import run_doctor
 from hpo.errors import HpoError
+from hpo.service.names import DEFAULT_ARTIFACTS
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import Spec
 
@@ -45,8 +46,8 @@ def run_doctor_command(
     spec = spec_or_study(target, storage)
     checklist = Checklist(lambda c: typer.echo(c.line()), lambda text: typer.echo(text, err=True))
     checks = run_doctor(
-        spec, fast=fast, out_dir=out, memory_limit_gb=memory_limit_gb, workers=workers, per_gpu=per_gpu,
-        checklist=checklist,
+        spec, fast=fast, out_dir=out, artifacts=DEFAULT_ARTIFACTS, memory_limit_gb=memory_limit_gb, workers=workers,
+        per_gpu=per_gpu, checklist=checklist,
     )  # fmt: skip
     failed = [c for c in checks if c.status == "fail"]
     typer.echo(f"{len(failed)} failed, {sum(c.status == 'warn' for c in checks)} warnings, {len(checks)} checks")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -15,12 +16,13 @@ from optuna.storages import RDBStorage
 
 from hpo.commands.status import best_text, progress_line, terminal_width, trials_table
 from hpo.commands.worker import local_gpus, parse_gpus, worker_argv, worker_env
-from hpo.errors import HpoError, writable_folder
+from hpo.errors import HOST_FAULT_EXIT, HostFault, HpoError, writable_folder
 from hpo.report.render import report_path, write_report
 from hpo.run.budget import duration
 from hpo.scoring.score import preflight
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, existing_study, load, progress, require_spec, sampler_warning
+from hpo.service.trials import fail_reason, own_trials
 from hpo.service.urls import is_sqlite, redact, resolve_url, sqlite_path
 from hpo.service.warm_start import check_scored_alike, warm_start
 from hpo.service.worker import WorkerOptions
@@ -87,7 +89,7 @@ def start_workers(
     return out
 
 
-def preflight_doctor(spec: Spec) -> None:
+def preflight_doctor(spec: Spec, artifacts: Path, workers: int) -> None:
     """`hpo doctor --fast`: refuse to start a study whose data or model is broken."""
     from hpo.doctor.checklist import Checklist
     from hpo.doctor.result import Check
@@ -99,7 +101,8 @@ def preflight_doctor(spec: Spec) -> None:
 
     checklist = Checklist(show, lambda text: print(text, file=sys.stderr))
     out_dir = writable_folder(Path("runs") / "doctor", "the preflight doctor's files")
-    checks = run_doctor(spec, fast=True, out_dir=out_dir, checklist=checklist)
+    checks = run_doctor(spec, fast=True, out_dir=out_dir, artifacts=artifacts, workers=max(workers, 1),
+                        checklist=checklist)  # fmt: skip
     failed = [c for c in checks if c.status == "fail"]
     if failed:
         raise HpoError(
@@ -146,8 +149,15 @@ def follow(
 
 
 def check_workers_finished(study: optuna.Study, limits: StudySettings, workers: list[LocalWorker]) -> None:
+    """Raise when the local workers ended without finishing the study: :class:`HostFault` when one
+    stopped on a fault of the host (a full disk: its line says where), HpoError when all failed."""
     n_trials = limits.n_trials
     p = progress(study, n_trials, max_retries=limits.max_retries)
+    faulted = [w for w in workers if w.proc.returncode == HOST_FAULT_EXIT]
+    if faulted and not p.done:
+        said = faulted[-1].last_line[0].removeprefix("error: ")
+        raise HostFault(f"{len(faulted)} of {len(workers)} local worker(s) stopped ({p.finished}/{n_trials} "
+                        f"trials finished): {said}")  # fmt: skip
     if p.done:
         return
     failed = [w for w in workers if w.failed]
@@ -162,6 +172,18 @@ def check_workers_finished(study: optuna.Study, limits: StudySettings, workers: 
         "`hpo worker`, or relaunch to resume",
         file=sys.stderr,
     )
+
+
+def check_some_complete(study: optuna.Study, limits: StudySettings) -> None:
+    """A study that ended with no complete trial has no answer: say how its trials ended."""
+    p = progress(study, limits.n_trials, max_retries=limits.max_retries)
+    if p.done and p.complete == 0:
+        endings = Counter(fail_reason(t) for t in own_trials(study) if fail_reason(t) is not None)
+        said = ", ".join(f"{n} {reason}" for reason, n in endings.most_common())
+        raise HpoError(
+            f"study {study.study_name!r} ended with no complete trial ({said or 'none finished'}); "
+            f"`hpo status {study.study_name}` says why each ended"
+        )
 
 
 def scoring_preflight(spec: Spec, *, local_workers: int) -> None:
@@ -217,7 +239,7 @@ def run_launch(
     if not detach:  # checked before the study is created, not after its last trial
         writable_folder(report_path(name or spec.study.name).parent, "the report")
     if doctor and not resuming:  # a study being resumed passed the doctor when it was created
-        preflight_doctor(spec)
+        preflight_doctor(spec, artifacts, len(plan))
     database = store or open_storage(url)
     study, created = create_or_resume(spec, database, name=name, baselines=source is None)
     name = study.study_name
@@ -244,3 +266,4 @@ def run_launch(
     check_workers_finished(study, spec.study, procs)
     print(trials_table(study, spec.score.metric_name, terminal_width()))
     print(f"report: {write_report(study, database, report_path(name), artifact_dir=artifacts)}")
+    check_some_complete(study, spec.study)

@@ -192,7 +192,7 @@ def preflight(run: Run) -> None:
         run.ledger.finish("preflight", state="skipped", note="--skip-doctor")
         return
     print(f"[preflight] hpo doctor --fast on {run.out / SPEC_FILE}")
-    preflight_doctor(run_spec(run))
+    preflight_doctor(run_spec(run), run.artifacts, worker_count(run.opts))
     run.ledger.finish("preflight", note="hpo doctor --fast passed")
 
 

@@ -10,12 +10,13 @@ from hpo.doctor import data_checks, model_checks, schedule_checks
 from hpo.doctor.checklist import Checklist
 from hpo.doctor.coord_check import coord_check
 from hpo.doctor.result import Check
-from hpo.errors import ConfigError
+from hpo.errors import MB, ConfigError, free_bytes
 from hpo.spec.config import TrainConfig
 from hpo.spec.counts import feature_dim, screen_words
 from hpo.spec.params import Params, candidates, param_bounds
 from hpo.spec.sampling import SCREEN_PAYS
 from hpo.spec.spec import Spec, sample_count_problems, sampling_values
+from hpo.training.checkpoint import trial_disk_bytes
 from hpo.training.data import ImageData, load_data
 from hpo.training.model import count_parameters
 from hpo.training.refusal import schedule_label, schedule_refusal
@@ -113,17 +114,32 @@ def sample_counts(spec: Spec, channels: int) -> Check:
     return Check("scoring: sample counts", "pass", f"screen {sweep.screen_samples} by {by} ({saves}), {counts}")
 
 
+def disk_space(cfg: TrainConfig, data: ImageData, artifacts: Path, workers: int) -> Check:
+    """Whether the artifact store has room for the checkpoints of ``workers`` trials at once (a full disk
+    sends each trial back to the queue and stops its worker: better said before the study starts)."""
+    need = trial_disk_bytes(cfg, data) * workers
+    free = free_bytes(artifacts)
+    if free is None:
+        return Check("disk: free space", "skip", f"{artifacts} is on no existing filesystem")
+    have = f"{free / MB:,.0f} MB free at {artifacts}, {workers} trial(s) at once need about {need / MB:,.0f} MB"
+    if free < need:
+        return Check("disk: free space", "fail", have, "free space there, or give --artifacts a larger disk")
+    return Check("disk: free space", "pass", have)
+
+
 def run_doctor(
     spec: Spec,
     *,
     fast: bool,
     out_dir: Path,
+    artifacts: Path | None = None,
     memory_limit_gb: float | None = None,
     workers: int = 1,
     per_gpu: int = 1,
     checklist: Checklist | None = None,
 ) -> list[Check]:
-    """Every check in order; ``checklist`` hands each on as it finishes (and says what is running)."""
+    """Every check in order; ``checklist`` hands each on as it finishes (and says what is running).
+    ``artifacts``: where the trials' checkpoints go, checked for room (not checked when None)."""
     out = checklist if checklist is not None else Checklist()
     with out.running("loading the data"):
         data = load_data(spec.data)
@@ -131,6 +147,8 @@ def run_doctor(
     device = resolve_device(cfg.device)
     cfg = cfg.replace(device=str(device))
     out.add(data_checks.counts(data), data_checks.unreadable(data), sample_counts(spec, data.channels))
+    if artifacts is not None:
+        out.add(disk_space(cfg, data, artifacts, workers * per_gpu))
     if not fast:
         out.add(data_checks.source_files(spec.data))
         with out.running("data: duplicates"):

@@ -5,6 +5,7 @@ greps the package for a key spelt anywhere else)."""
 BASELINE_ATTR = "baseline"  # enqueued from the spec's `baselines`
 CARRIED_ATTR = "carried_from"  # "STUDY#N": a prior observation copied by `hpo launch --warm-start`, never trained here
 CONTINUES_ATTR = "continues"  # pruner: rung: the paused trial whose checkpoint this continuation resumes
+HOST_FAULTS_ATTR = "host_faults"  # attempts before this one ended by a full disk: they spend no retry
 WARM_START_ATTR = "warm_start"  # "STUDY#N": a configuration queued from another study's best, trained here
 SOURCE_TRIAL_ATTR = "confirm_of"  # in a companion (confirmation, ladder, widths): the source trial's number
 WATCH_SAMPLING_ATTR = "watch_sampling"  # in a ladder: the sampling every evaluation point is scored at

@@ -31,6 +31,7 @@ from hpo.records.keys import (
     FLOOR_ATTR,
     GRIDS_ATTR,
     HARDWARE_ATTR,
+    HOST_FAULTS_ATTR,
     NOISE_ATTR,
     RAN_ON_ATTR,
     SAMPLES_ATTR,
@@ -74,6 +75,12 @@ class TrialRecord(Stored):
         """pruner: rung: the paused trial this one continues from its checkpoint; None otherwise."""
         raw = self.attrs.get(CONTINUES_ATTR)
         return int(raw) if isinstance(raw, int) else None
+
+    @property
+    def host_faults(self) -> int:
+        """Attempts before this one that a full disk ended (they went back to the queue unspent)."""
+        raw = self.attrs.get(HOST_FAULTS_ATTR)
+        return int(raw) if isinstance(raw, int) else 0
 
     @property
     def source_trial(self) -> int | None:

@@ -21,6 +21,7 @@ from hpo.service.names import path_component, tensorboard_root
 from hpo.service.optuna_internals import trial_id
 from hpo.service.storage import ResilientStorage
 from hpo.service.trials import root_number
+from hpo.service.urls import sqlite_path
 from hpo.spec.sampling import SamplingConfig
 from hpo.spec.spec import Spec
 from hpo.training.data import ImageData
@@ -78,6 +79,13 @@ class StudyContext:
 
     def tracker_dir(self) -> Path:
         return self.artifact_dir / "trackers" / path_component(self.name)
+
+    def write_places(self) -> list[Path]:
+        """Where a trial writes: the artifact store (checkpoints, snapshots, grids, summaries), the
+        caches, temporary files, and the database when it is a local file."""
+        places = [self.artifact_dir, self.cache_dir, Path(tempfile.gettempdir())]
+        database = sqlite_path(str(self.storage.url))
+        return [*places, database.parent] if database is not None else places
 
 
 def upload(ctx: StudyContext, target: optuna.Trial | optuna.Study, path: Path) -> str:

@@ -4,25 +4,21 @@ unreachable server (retry it) or anything else (raise it), in one line for a per
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 import optuna
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
+from hpo.errors import causes, is_disk_full
+
 T = TypeVar("T")
 
 
-def causes(err: BaseException | None, limit: int = 10) -> Iterator[BaseException]:
-    """``err`` and what it was raised from or while handling, nearest first (at most ``limit``)."""
-    while err is not None and limit > 0:
-        yield err
-        err, limit = err.__cause__ or err.__context__, limit - 1
-
-
 def is_connection_error(err: BaseException | None) -> bool:
-    """The database could not be reached (restart, network), as opposed to a bad request."""
-    return any(
+    """The database could not be reached (restart, network), as opposed to a bad request or a full
+    disk (SQLite's "database or disk is full" is an OperationalError too, and waiting does not mend it)."""
+    return not is_disk_full(err) and any(
         isinstance(e, OperationalError) or (isinstance(e, DBAPIError) and e.connection_invalidated) for e in causes(err)
     )
 

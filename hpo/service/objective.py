@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from hpo.analysis.noise import noise_estimates, pair_sd, pooled
 from hpo.diffusion.network import ProtocolError
-from hpo.errors import ConfigError
+from hpo.errors import ConfigError, disk_full_at, is_disk_full, require_space
 from hpo.records import (
     BUDGET_KIMG_ATTR,
     CHECKPOINT_ATTR,
@@ -55,6 +55,7 @@ from hpo.spec.config import TrainConfig
 from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
 from hpo.tracking.runs import open_runs
+from hpo.training.checkpoint import trial_disk_bytes
 from hpo.training.model import DiffusionModel
 from hpo.training.refusal import schedule_refusal
 from hpo.training.runtime import release_memory
@@ -107,6 +108,8 @@ def run_objective(
         mark_ended(trial, "invalid_schedule", detail=refusal)
         raise optuna.TrialPruned(refusal)
     trial.set_user_attr(BUDGET_KIMG_ATTR, cfg.kimg)
+    need = trial_disk_bytes(cfg, ctx.data)  # checked before any training: a full disk costs no trial
+    require_space(ctx.artifact_dir, need, "this trial's checkpoints")
     root = ctx.trial_root(trial)
     files = TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root) if cfg.ema_profiles else None)
     runs = open_runs(
@@ -125,6 +128,10 @@ def run_objective(
         raise  # its checkpoint and snapshots stay for a continuation (service/rung.py removes the others')
     except (optuna.TrialPruned, TrialFailed):
         files.remove()  # nothing will resume it; the report needs only the artifacts
+        raise
+    except Exception as err:  # a full disk keeps the checkpoint (written atomically): the retry resumes it
+        if is_disk_full(err):
+            raise disk_full_at(err, ctx.write_places(), need=need, what="this trial's checkpoints") from err
         raise
     finally:
         runs.close()

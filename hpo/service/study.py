@@ -4,6 +4,7 @@ the count that ends a study at exactly ``n_trials`` however many workers run, an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
 from hpo.service.storage import ResilientStorage, open_storage
 from hpo.service.trials import (
+    DISK_FULL,
     PAUSED,
     best_own,
     continued_numbers,
@@ -32,7 +34,6 @@ from hpo.service.trials import (
     retry_history,
 )
 from hpo.service.urls import redact, resolve_url
-from hpo.spec.loading import section
 from hpo.spec.spec import Spec, changed_keys, comparable, parse_stored
 
 log = logging.getLogger("hpo.study")
@@ -175,7 +176,9 @@ def _differences(existing: optuna.Study, spec: Spec) -> list[str]:
 
 def existing_study(spec: Spec, storage: RDBStorage, name: str) -> optuna.Study | None:
     """The study to resume under ``name``, None when there is none; a different spec is refused,
-    naming the changed keys."""
+    naming the changed keys. ``name`` applies to the spec compared (``--name`` is stored as the spec's
+    study name), so the command that started a study resumes it."""
+    spec = named(spec, name)
     try:
         existing = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
@@ -187,6 +190,13 @@ def existing_study(spec: Spec, storage: RDBStorage, name: str) -> optuna.Study |
             f"--name NAME to start a new study, or restore the old values to resume it"
         )
     return existing
+
+
+def named(spec: Spec, name: str) -> Spec:
+    """``spec`` under the study name ``name`` (``hpo launch --name``)."""
+    return (
+        spec if spec.study.name == name else dataclasses.replace(spec, study=dataclasses.replace(spec.study, name=name))
+    )
 
 
 def enqueue_baseline(study: optuna.Study, params: dict[str, object]) -> None:
@@ -214,8 +224,8 @@ def create_or_resume(
     start enqueues them itself) or resume the same spec."""
     name = name or spec.study.name
     existing = existing_study(spec, storage, name)
+    spec = named(spec, name)
     spec_dict = spec.to_dict()
-    section(spec_dict, "study")["name"] = name
     if existing is not None:
         refuse_regrowth_after_rung(existing, spec)
         existing.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))  # n_trials may have grown
@@ -267,7 +277,7 @@ class Progress:
 # (:func:`orphaned_failures`: its writer died or met an outage between the two writes); a study
 # nobody works on any more still ends, this much later.
 RETRY_GRACE = timedelta(seconds=60)
-RETRIED_REASONS = ("worker_lost", "worker_stopped")
+RETRIED_REASONS = ("worker_lost", "worker_stopped", DISK_FULL)
 
 
 def retried_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
@@ -277,8 +287,8 @@ def retried_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
 
 def lacks_retry(t: FrozenTrial, retried: set[int], max_retries: int | None) -> bool:
     """A lost or stopped trial with retries left and none queued. ``max_retries`` None: not known to
-    the caller, so the trial may have one left."""
-    retries_left = max_retries is None or failed_attempts(t) < max_retries
+    the caller, so the trial may have one left. A full disk's ending needs none left: it spends none."""
+    retries_left = max_retries is None or fail_reason(t) == DISK_FULL or failed_attempts(t) < max_retries
     return t.state == TrialState.FAIL and t.number not in retried and fail_reason(t) in RETRIED_REASONS and retries_left
 
 

@@ -14,10 +14,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.hardware import rss_leak
 from hpo.analysis.ranking import best_first
-from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
+from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, HOST_FAULTS_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.service.optuna_internals import frozen
 from hpo.spec.params import Params
 
+DISK_FULL = "disk_full"  # a write found no space: a fault of the host, the trial went back to the queue unspent
 PAUSED = "paused_at_rung"  # pruner: rung: stopped at the rung, its checkpoint kept for a continuation
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
@@ -28,6 +29,8 @@ REASONS = {
     "there were continued as new trials (PRUNED → #N), the others stopped there",
     "nan_loss": "the loss, gradient norm or validation metric became NaN or infinite; lower lr or keep grad_clip",
     "diverged": "the loss rose far above its running median; lower lr or add warm-up",
+    DISK_FULL: "a write (checkpoint, snapshot, grid, database) found its disk full; the trial went back to the queue "
+    "without spending a retry, and its worker stopped with a line naming the disk",
     "oom": "out of GPU memory at this batch size; the worker carried on",
     "worker_lost": "its worker stopped sending heartbeats (killed, preempted, host lost); a retry resumed it",
     "worker_stopped": "its worker was stopped (SIGTERM, docker compose stop); a retry resumed it",
@@ -150,8 +153,10 @@ def root_number(t: FrozenTrial) -> int:
 
 def failed_attempts(t: FrozenTrial) -> int:
     """The attempts before this one that failed: its retry history, less the paused attempt a
-    continuation (pruner: rung) resumes, which did not fail."""
-    return len(retry_history(t)) - (1 if TrialRecord.of(t).continues is not None else 0)
+    continuation (pruner: rung) resumes, which did not fail, and the attempts a full disk ended (the
+    host's fault, not the trial's)."""
+    record = TrialRecord.of(t)
+    return len(retry_history(t)) - (1 if record.continues is not None else 0) - record.host_faults
 
 
 def is_paused(t: FrozenTrial) -> bool:
@@ -170,13 +175,20 @@ def retried_numbers(trials: Sequence[FrozenTrial]) -> dict[int, int]:
 
 
 class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
-    """Optuna's retry of a stale (or stopped) trial, without the attributes of how it ended."""
+    """Optuna's retry of a stale (or stopped) trial, without the attributes of how it ended; an attempt
+    a full disk ended is counted in ``host_faults`` and spends no retry."""
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        record = TrialRecord.of(trial)
         clean = copy.deepcopy(trial)
-        clean.user_attrs = TrialRecord.of(trial).without_ending()
+        clean.user_attrs = record.without_ending()
+        faults = record.host_faults + (1 if record.fail_reason == DISK_FULL else 0)
+        if faults:
+            clean.user_attrs[HOST_FAULTS_ATTR] = faults
         limit = self._max_retry
-        if limit is not None and TrialRecord.of(trial).continues is not None:
+        if limit is not None:
+            limit += faults  # a full disk is the host's fault: it spends no retry
+        if limit is not None and record.continues is not None:
             limit += 1  # the paused attempt in a continuation's history did not fail: it spends no retry
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -5,7 +5,10 @@ one trial per call, behind the start lock that keeps the study at exactly ``n_tr
 thread fails stale trials every heartbeat interval, so a dead worker's trial is retried within
 the grace period plus one interval even when no other worker asks for a new trial.
 SIGTERM: the running trial is failed and queued for retry (it resumes from its checkpoint), and
-the process exits cleanly. The stop is raised only inside the objective, never in Optuna's own
+the process exits cleanly. A full disk (:func:`hpo.errors.is_disk_full`, wherever a write met it) is
+the host's fault, not the trial's: the trial goes back to the queue without spending a retry, and this
+worker stops with one line naming the disk (``Worker.fault``) instead of burning the next trial on it.
+The stop is raised only inside the objective, never in Optuna's own
 bookkeeping around it (``ask``, ``tell``): raised there it left the trial half-told and the
 worker ended in a traceback (``UnboundLocalError`` in ``_run_trial``). The caller learns that a
 study finished through ``on_study_done``.
@@ -13,9 +16,11 @@ study finished through ``on_study_done``.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import signal
+import tempfile
 import threading
 import time
 import warnings
@@ -26,6 +31,7 @@ from types import FrameType
 
 import optuna
 
+from hpo.errors import DiskFull, disk_full_at, is_disk_full
 from hpo.records import RAN_ON_ATTR, REPORTED_ATTR, SPEC_ATTR, StudyRecord
 from hpo.scoring.score import preflight
 from hpo.service.context import StudyContext
@@ -39,8 +45,8 @@ from hpo.service.rung import decide, not_continued
 from hpo.service.startlock import StartLock
 from hpo.service.storage import Heartbeat, ResilientStorage, open_storage
 from hpo.service.study import load, make_sampler, progress, requeue_orphans, require_spec
-from hpo.service.trials import ended_line, mark_ended, root_number
-from hpo.service.urls import redact
+from hpo.service.trials import DISK_FULL, ended_line, mark_ended, root_number
+from hpo.service.urls import redact, sqlite_path
 from hpo.spec.spec import Spec
 from hpo.tracking.external import check_trackers
 from hpo.training.data import load_data
@@ -96,6 +102,7 @@ class Worker:
         self.lock_waits: list[float] = []  # seconds each start-lock acquire waited
         self.stopping = False
         self.stop_acknowledged = False
+        self.fault: DiskFull | None = None  # the full disk that stopped this worker
         self.catalog = open_storage(opts.url, wait_for_restart=True)
         self.reaper = Reaper(self)
 
@@ -206,9 +213,33 @@ class Worker:
                 raise
             raise TrialLost(f"trial {trial.number} was failed as stale while it ran") from None
         except Exception as err:
+            if is_disk_full(err):
+                raise self._disk_full(trial, ctx, err) from None
             log.exception("trial %d failed", trial.number)
             mark_ended(trial, "error", detail=f"{type(err).__name__}: {err}")
             raise
+
+    def _disk_full(self, trial: optuna.Trial, ctx: StudyContext, err: Exception) -> DiskFull:
+        """Record the full disk as the trial's ending (unless the database is that disk) and as this
+        worker's fault; Optuna fails the trial with it, and ``_optimize_one`` queues its retry."""
+        self.fault = disk_full_at(err, ctx.write_places())
+        with contextlib.suppress(Exception):  # the database may be on the full disk
+            mark_ended(trial, DISK_FULL, detail=str(self.fault))
+        return self.fault
+
+    def _requeue_after_fault(
+        self, study: optuna.Study, ctx: StudyContext, lock: StartLock, storage: ResilientStorage, number: int
+    ) -> None:
+        """The trial a full disk ended goes back to the queue (its retry spends none of the study's
+        retries); when the database itself is full it cannot, and the heartbeat check retries it later."""
+        lock.release()
+        try:
+            with lock:
+                requeue_orphans(study, storage, ctx.spec.study.max_retries, own=(number,))
+            log.warning("trial %d went back to the queue: %s", number, self.fault)
+        except Exception as err:
+            log.warning("trial %d could not be queued again now (%s); it is retried once its heartbeat lapses",
+                        number, type(err).__name__)  # fmt: skip
 
     def _optimize_one(self, study: optuna.Study, ctx: StudyContext, lock: StartLock, storage: ResilientStorage) -> None:
         if self.stopping:
@@ -239,6 +270,10 @@ class Worker:
                 raise
             log.warning("trial %d was failed as stale while it ran (%s); its retry takes over", number[0], err)
             return
+        if self.fault is not None:
+            if number:
+                self._requeue_after_fault(study, ctx, lock, storage, number[0])
+            return
         if ids and storage.is_lost(ids[0]):
             log.warning(
                 "trial %d was failed as stale while it ran; stopped training it, its retry takes over", number[0]
@@ -255,7 +290,7 @@ class Worker:
         previous_alarm = signal.signal(signal.SIGALRM, self.interrupt_trial) if main_thread else None
         self.reaper.start()
         try:
-            while not self.stopping:
+            while not self.stopping and self.fault is None:
                 if self.opts.max_trials is not None and self.trials_run >= self.opts.max_trials:
                     break
                 outcomes = self._round()
@@ -284,12 +319,21 @@ class Worker:
                 if outcomes[name] == Outcome.RAN or self.stopping:
                     break
         except Exception as err:
+            if is_disk_full(err):  # the database, a cache or a first write of the study's files
+                self.fault = disk_full_at(err, self.write_places())
+                return None
             if not is_storage_error(err):
                 raise
             log.warning("storage unavailable (%s); retrying in %.0fs", type(err).__name__, self.opts.poll_seconds)
             time.sleep(self.opts.poll_seconds)
             return None
         return outcomes
+
+    def write_places(self) -> list[Path]:
+        """Where this worker writes before any study's context exists (:meth:`StudyContext.write_places`)."""
+        database = sqlite_path(self.opts.url)
+        places = [self.opts.artifact_dir, Path(tempfile.gettempdir())]
+        return [*places, database.parent] if database is not None else places
 
 
 def drop_checkpoints(ctx: StudyContext, trials: list[optuna.trial.FrozenTrial]) -> None:
@@ -368,6 +412,11 @@ def failed_elsewhere(storage: ResilientStorage, trial_id: int) -> bool:
 
 
 def run_worker(opts: WorkerOptions, on_study_done: OnStudyDone | None = None) -> int:
+    """Serve until done; a full disk ends it with :class:`DiskFull` (one line, exit 75) after the trial it
+    met went back to the queue."""
     worker = Worker(opts, on_study_done=on_study_done)
     log.info("worker started: %s; storage %s", worker.placement.text(), redact(opts.url))
-    return worker.serve()
+    trials = worker.serve()
+    if worker.fault is not None:
+        raise worker.fault
+    return trials

@@ -6,11 +6,15 @@ Saved atomically (temporary file + rename) and loaded with ``weights_only=True``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from hpo.files import atomic_write
+
+if TYPE_CHECKING:
+    from hpo.spec.config import TrainConfig
+    from hpo.training.data import ImageData
 
 
 def atomic_save(obj: object, path: Path) -> None:
@@ -35,3 +39,22 @@ def restore_rng(state: dict[str, torch.Tensor], device: torch.device, generator:
     generator.set_state(state["generator"])
     if device.type == "cuda" and "cuda" in state:
         torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def trial_disk_bytes(cfg: TrainConfig, data: ImageData) -> int:
+    """What a trial of ``cfg`` writes beside its database and artifacts, at its largest: a checkpoint being
+    replaced (old and new side by side until the rename) and every post-hoc EMA snapshot. A checkpoint
+    holds the weights, their EMA, Adam's two moments and one copy per EMA profile (float32); a snapshot
+    one fp16 copy per profile. Counted on a network built on the meta device (no memory, no time)."""
+    from hpo.training.model import build_network  # model imports data and the networks: only when asked
+
+    try:
+        with torch.device("meta"):
+            net, _ = build_network(cfg, data)
+    except Exception:  # a user factory that cannot build on the meta device: build it for real
+        net, _ = build_network(cfg, data)
+    weights = sum(t.numel() * t.element_size() for t in net.state_dict().values())
+    profiles = len(cfg.ema_profiles)
+    checkpoint = weights * (4 + profiles)
+    snapshots = weights // 2 * profiles * (cfg.ema_snapshots if profiles else 0)
+    return 2 * checkpoint + snapshots
