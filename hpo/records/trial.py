@@ -227,9 +227,13 @@ class TrialRecord(Stored):
         """Precision, recall and class accuracy, where stored (``analysis.progress.fidelity_text`` reads them)."""
         return {k: v for k in FIDELITY_KEYS if (v := as_number(self.attrs.get(k))) is not None}
 
-    def without_ending(self) -> JsonObject:
-        """The attributes a retry inherits: all but how this attempt ended."""
-        return {k: v for k, v in self.attrs.items() if k not in ENDING_ATTRS}
+    def without_ending(self, *, host_fault: bool = False) -> JsonObject:
+        """The attributes a retry inherits: all but how this attempt ended; ``host_fault``: a full disk
+        ended it, counted in ``host_faults`` (such attempts spend no retry)."""
+        kept = {k: v for k, v in self.attrs.items() if k not in ENDING_ATTRS}
+        if host_fault:
+            kept[HOST_FAULTS_ATTR] = self.host_faults + 1
+        return kept
 
 
 def companion_attrs(source: FrozenTrial, *, watch: bool) -> JsonObject:

@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.hardware import rss_leak
 from hpo.analysis.ranking import best_first
-from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, HOST_FAULTS_ATTR, STOPPED_AT_ATTR, TrialRecord
+from hpo.records import ERROR_ATTR, FAIL_REASON_ATTR, STOPPED_AT_ATTR, TrialRecord
 from hpo.service.optuna_internals import frozen
 from hpo.spec.params import Params
 
@@ -181,10 +181,8 @@ class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         record = TrialRecord.of(trial)
         clean = copy.deepcopy(trial)
-        clean.user_attrs = record.without_ending()
-        faults = record.host_faults + (1 if record.fail_reason == DISK_FULL else 0)
-        if faults:
-            clean.user_attrs[HOST_FAULTS_ATTR] = faults
+        clean.user_attrs = record.without_ending(host_fault=record.fail_reason == DISK_FULL)
+        faults = TrialRecord.of(clean).host_faults
         limit = self._max_retry
         if limit is not None:
             limit += faults  # a full disk is the host's fault: it spends no retry
