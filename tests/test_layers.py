@@ -17,6 +17,7 @@ ROOT = Path(__file__).parent.parent / "hpo"
 BELOW = {
     "errors": set(),
     "files": set(),
+    "outputs": {"errors", "files"},
     "spec": {"errors", "files"},
     "records": {"spec", "errors", "files"},
     "analysis": {"spec", "records", "errors", "files"},
@@ -25,15 +26,18 @@ BELOW = {
     "tracking": {"spec", "training", "diffusion", "errors", "files"},
     "scoring": {"spec", "diffusion", "training", "records", "analysis", "errors", "files"},
     "doctor": {"spec", "diffusion", "training", "errors", "files"},
-    "service": {"spec", "diffusion", "training", "scoring", "tracking", "records", "analysis", "errors", "files"},
+    "service": {
+        "spec", "diffusion", "training", "scoring", "tracking", "records", "analysis", "outputs", "errors", "files",
+    },
     "run": {"errors", "files"},
     "planning": {"doctor", "spec", "diffusion", "training", "errors", "files"},
     "companions": {
-        "spec", "diffusion", "training", "scoring", "tracking", "service", "records", "analysis", "errors", "files",
+        "spec", "diffusion", "training", "scoring", "tracking", "service", "records", "analysis", "outputs", "errors",
+        "files",
     },
     "report": {
         "run", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "records", "analysis",
-        "errors", "files",
+        "outputs", "errors", "files",
     },
 }  # fmt: skip
 TOP = {"commands", "cli", "__main__"}  # may import everything

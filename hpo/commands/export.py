@@ -16,9 +16,9 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.analysis.frontier import BudgetPick, best_within, cheapest_text
-from hpo.commands.outputs import make_folder, output_folder, write_output, writing
 from hpo.errors import HpoError
 from hpo.files import JsonObject
+from hpo.outputs import make_folder, output_folder, write_output, writing
 from hpo.records import METRIC_NAME_ATTR, VALUE_ATTR, StudyRecord, TrialRecord, params_of
 from hpo.service.frontiers import study_frontiers
 from hpo.service.names import artifact_file

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import torch
 
-from hpo.commands.outputs import output_file, write_output
 from hpo.doctor.model_checks import stand_in_data, study_time, trial_cost, trial_seconds
 from hpo.doctor.run import base_config, batch_size_configs
 from hpo.doctor.survey import survey_folder
 from hpo.errors import HpoError
+from hpo.outputs import output_file, write_output
 from hpo.planning.plan import Machine, Plan, choose_image_size, epochs, plan_spec
 from hpo.planning.spec_yaml import plan_yaml
 from hpo.scoring.weights import verify_weights, weights_path

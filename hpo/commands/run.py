@@ -15,8 +15,8 @@ from pathlib import Path
 from types import FrameType
 
 from hpo.commands.init import require_folder
-from hpo.commands.outputs import make_folder, output_folder, write_output
 from hpo.errors import HpoError
+from hpo.outputs import make_folder, output_folder, write_output
 from hpo.run.budget import duration, parse_budget
 from hpo.run.ledger import PHASES, Ledger, load_ledger, save_ledger
 from hpo.run.split import Split

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from hpo.analysis.ranking import best_first
-from hpo.commands.outputs import write_output
 from hpo.errors import HpoError
+from hpo.outputs import write_output
 from hpo.records import RUN_ATTR, VALUE_ATTR, TrialRecord
 from hpo.run.budget import duration
 from hpo.run.ledger import Decisions, Ledger

@@ -11,8 +11,8 @@ import torch
 from PIL import Image
 
 from hpo.commands.export import Winner, read_export, trial_winner
-from hpo.commands.outputs import output_file, writing
 from hpo.errors import HpoError
+from hpo.outputs import output_file, writing
 from hpo.spec.rules import check_guidance, check_steps
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.checkpoint import load_checkpoint

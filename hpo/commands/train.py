@@ -16,10 +16,10 @@ from hpo.analysis.noise import pair_sd
 from hpo.analysis.progress import Floor, copy_floor_of, eval_point_text, fidelity_text
 from hpo.analysis.stopping import points_from_curve, stop_verdict
 from hpo.analysis.sweep import ema_sentence, sweep_table
-from hpo.commands.outputs import output_folder, write_output, writing
 from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import ConfigError, HpoError
 from hpo.files import JsonObject
+from hpo.outputs import output_folder, write_output, writing
 from hpo.records import TrainRecord, TrialRecord, curve_points, params_of
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point

@@ -3,7 +3,7 @@ heartbeats), the start lock, the worker loop, the objective (Optuna's side of a 
 names that become paths. Companion studies live one layer up (``hpo.companions``).
 
 May import: ``hpo.spec``, ``hpo.diffusion``, ``hpo.training``, ``hpo.scoring``, ``hpo.tracking``,
-``hpo.records``, ``hpo.analysis``, ``hpo.errors``, ``hpo.files``. Never ``hpo.companions``, ``hpo.report``,
-``hpo.commands`` or ``hpo.cli``: the worker tells its caller that a study finished through a
+``hpo.records``, ``hpo.analysis``, ``hpo.outputs``, ``hpo.errors``, ``hpo.files``. Never ``hpo.companions``,
+``hpo.report``, ``hpo.commands`` or ``hpo.cli``: the worker tells its caller that a study finished through a
 callback.
 """
