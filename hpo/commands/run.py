@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from hpo.commands.init import require_folder
+from hpo.doctor.survey import require_folder
 from hpo.errors import HpoError
 from hpo.outputs import make_folder, output_folder, write_output
 from hpo.run.budget import duration, parse_budget

@@ -57,35 +57,28 @@ def new_ledger(opts: RunOptions, budget_s: float) -> Ledger:
 
 def first_plan(opts: RunOptions) -> Plan:
     """``hpo init``'s plan for the folder on this machine (its survey, network, batch sizes, scoring)."""
-    from hpo.commands.init import default_name, this_machine, weights_here
     from hpo.doctor.survey import survey_folder
+    from hpo.planning.machine import default_name, this_machine
     from hpo.planning.plan import choose_image_size, plan_spec
+    from hpo.scoring.weights import weights_present
     from hpo.spec.rules import check_study_name
 
     survey = survey_folder(opts.images)
     name = default_name(opts.images, choose_image_size(survey, opts.image_size))
     check_study_name(name, key="the folder's name")
-    return plan_spec(survey, this_machine(None), name=name, image_size=opts.image_size, weights_present=weights_here())
+    machine = this_machine(None)
+    return plan_spec(survey, machine, name=name, image_size=opts.image_size, weights_present=weights_present())
 
 
 def measure(spec: Spec, plan: Plan) -> Costs:
-    """A trial of ``spec`` timed here as ``hpo init`` times it: two training steps at the smallest batch
-    size, two sampling passes at the score's batch, on random images of the folder's shape."""
-    from hpo.doctor.model_checks import stand_in_data, trial_cost, trial_seconds
-    from hpo.doctor.run import base_config, batch_size_configs
-    from hpo.training.runtime import resolve_device
+    """A trial of ``spec`` timed here as ``hpo init`` times it (:mod:`hpo.planning.timing`), as the split's costs."""
+    from hpo.planning.timing import time_trial
 
-    cfg = base_config(spec)
-    device = resolve_device(cfg.device)
-    configs = batch_size_configs(spec, cfg.replace(device=str(device)))
-    smallest, largest = configs[0], max(c.batch_size for c in configs)
-    data = stand_in_data(smallest.batch_size, plan.image_size, max(plan.survey.num_classes, 1))
-    cost = trial_cost(
-        spec.sampling, spec.score, smallest, data, device, train_seconds=trial_seconds(smallest, data, device)
-    )
-    min_kimg = min_eval_steps(smallest.num_evals, smallest.eval_spacing) * largest / 1000
+    timed = time_trial(spec, plan)
+    smallest = timed.smallest
+    min_kimg = min_eval_steps(smallest.num_evals, smallest.eval_spacing) * timed.largest_batch / 1000
     first = smallest.eval_fractions()[0]
-    return Costs(smallest.kimg, cost.train_seconds, cost.sweep_seconds, first, min_kimg)
+    return Costs(smallest.kimg, timed.cost.train_seconds, timed.cost.sweep_seconds, first, min_kimg)
 
 
 def sized_plan(plan: Plan, search: SearchPlan) -> Plan:

@@ -186,7 +186,7 @@ def test_hpo_runs_plan_on_a_gpu_pauses_at_the_rung_as_hpo_inits_does(
     rung too."""
     draw_shapes(tmp_path / "photos", 200, 64)
     gpu = Machine("gpu", 80 * 2**30, "an 80 GiB GPU")
-    monkeypatch.setattr("hpo.commands.init.this_machine", lambda _: gpu)
+    monkeypatch.setattr("hpo.planning.machine.this_machine", lambda _: gpu)
     opts = RunOptions(images=tmp_path / "photos", budget="8h", out=None, image_size=None, storage=None, workers=None,
                       threads=1)  # fmt: skip
     entries = dict((k, v) for k, v, _ in pruner(first_plan(opts)))
