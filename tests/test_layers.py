@@ -29,11 +29,14 @@ BELOW = {
     "service": {
         "spec", "diffusion", "training", "scoring", "tracking", "records", "analysis", "outputs", "errors", "files",
     },
-    "run": {"errors", "files"},
     "planning": {"doctor", "spec", "diffusion", "training", "errors", "files"},
     "companions": {
         "spec", "diffusion", "training", "scoring", "tracking", "service", "records", "analysis", "outputs", "errors",
         "files",
+    },
+    "run": {
+        "planning", "doctor", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions",
+        "records", "analysis", "outputs", "errors", "files",
     },
     "report": {
         "run", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "records", "analysis",

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from hpo.analysis.tables import duration
 from hpo.doctor.survey import require_folder
 from hpo.errors import HpoError
 from hpo.outputs import make_folder, output_folder, write_output
-from hpo.run.budget import duration, parse_budget
+from hpo.run.budget import parse_budget
 from hpo.run.ledger import PHASES, Ledger, load_ledger, save_ledger
 from hpo.run.split import Split
 from hpo.service.urls import resolve_url

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from hpo.analysis.ranking import best_first
+from hpo.analysis.tables import duration
 from hpo.errors import HpoError
 from hpo.outputs import write_output
 from hpo.records import RUN_ATTR, VALUE_ATTR, TrialRecord
-from hpo.run.budget import duration
 from hpo.run.ledger import Decisions, Ledger
 from hpo.run.split import (
     SWEEP_MARGIN,
@@ -38,9 +38,9 @@ from hpo.service.trials import own_trials
 from hpo.spec.rules import min_eval_steps
 
 if TYPE_CHECKING:
-    from hpo.commands.launch import LocalWorker
     from hpo.commands.run import Run, RunOptions
     from hpo.planning.plan import Plan
+    from hpo.service.local import LocalWorker
     from hpo.spec.spec import Spec
 
 SPEC_FILE = "spec.yaml"
@@ -178,7 +178,7 @@ def run_spec(run: Run) -> Spec:
 
 
 def preflight(run: Run) -> None:
-    from hpo.commands.launch import preflight_doctor
+    from hpo.doctor.preflight import preflight_doctor
 
     run.start("preflight")
     if not run.opts.doctor:
@@ -210,7 +210,7 @@ def publish(run: Run, study: optuna.Study) -> None:
 def serve(run: Run, study: optuna.Study, phase: str) -> None:
     """Local workers on ``study`` until it is done or ``phase``'s time is up (what the budget leaves
     after the phases planned later); workers still running then are stopped (their trials queued)."""
-    from hpo.commands.launch import LocalWorkers, follow, start_workers
+    from hpo.service.local import LocalWorkers, follow, start_workers
     from hpo.service.study import require_spec
 
     opts, spec = run.opts, require_spec(study)
@@ -229,7 +229,7 @@ def serve(run: Run, study: optuna.Study, phase: str) -> None:
 def worker_count(opts: RunOptions) -> int:
     """``--workers``, else ``--per-gpu`` on each GPU ``--gpus`` names, else 1 (the CPU), whatever the
     storage: a run serves its own study, other hosts' ``hpo worker`` may join it."""
-    from hpo.commands.worker import parse_gpus
+    from hpo.service.local import parse_gpus
 
     if opts.workers is not None:
         return opts.workers
