@@ -459,9 +459,10 @@ def sweep(run: Run) -> None:
 def export(run: Run) -> None:
     """``hpo export``'s three files from the final run, its sample grid, the ledger beside them, and the
     search study's report."""
-    from hpo.commands.export import Winner, fixed_spec, network_info, write_export
     from hpo.commands.train import BEST_WEIGHTS
+    from hpo.records.export import Provenance
     from hpo.report.render import write_report
+    from hpo.service.export import Winner, fixed_spec, network_info, write_export
     from hpo.service.study import require_spec
     from hpo.spec.spec import spec_from_dict
     from hpo.training.checkpoint import load_checkpoint
@@ -476,8 +477,8 @@ def export(run: Run) -> None:
                        "re-run to train the final model again")  # fmt: skip
     params = {**trial.params, **final_train(decisions)}
     spec = spec_from_dict(fixed_spec(require_spec(study), params, sampling), file=f"study {study.study_name}")
-    provenance = {"study": study.study_name, "trial": trial.number, VALUE_ATTR: decisions.value,
-                  "metric_name": decisions.metric, "run": str(run.out)}  # fmt: skip
+    provenance = Provenance(study=study.study_name, trial=trial.number, value=decisions.value,
+                            metric_name=decisions.metric, run=str(run.out))  # fmt: skip
     winner = Winner(spec, sampling, network_info(study, spec), provenance)
     model = run.out / MODEL
     write_export(model, winner, load_checkpoint(run.out / FINAL / BEST_WEIGHTS),
