@@ -89,8 +89,8 @@ def train_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) ->
 
 def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) -> Path:
     """An `hpo train` folder as an export (weights, spec, sampling), as `hpo run` exports its final run."""
-    from hpo.commands.train import BEST_WEIGHTS
     from hpo.records.export import Provenance
+    from hpo.run.scored_run import BEST_WEIGHTS
     from hpo.service.export import Winner, write_export
     from hpo.spec.loading import load_spec
     from hpo.spec.sampling import SamplingConfig

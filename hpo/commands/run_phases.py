@@ -371,7 +371,7 @@ def summary_of(run: Run) -> TrialRecord:
 def final(run: Run) -> None:
     """``hpo train --from STUDY:WINNER`` at the final budget into the run's ``final/`` (resumed from its
     checkpoint after a stop), which sweeps every sampling combination on the final weights."""
-    from hpo.commands.train import run_train
+    from hpo.run.train import train_run
 
     study, _ = search_study(run)
     ledger, decisions = run.ledger, run.ledger.decisions
@@ -383,8 +383,9 @@ def final(run: Run) -> None:
     fixed = final_train(decisions)
     overrides = [f"train.{k}={v}" for k, v in fixed.items()]
     deadline = time.time() + ledger.left() - ledger.planned_after("final")
-    run_train(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}", storage=run.url,
-              deadline=deadline, stop_when_copying=True)  # fmt: skip
+    summary_json = train_run(None, overrides, run.out / FINAL, source=f"{study.study_name}:{decisions.winner}",
+                             storage=run.url, deadline=deadline, stop_when_copying=True)  # fmt: skip
+    print(json.dumps(summary_json))
     summary = summary_of(run)
     ledger.tick()
     sweep_s = min(summary.number("score_seconds"), ledger.phase("final").spent_s)
@@ -459,9 +460,9 @@ def sweep(run: Run) -> None:
 def export(run: Run) -> None:
     """``hpo export``'s three files from the final run, its sample grid, the ledger beside them, and the
     search study's report."""
-    from hpo.commands.train import BEST_WEIGHTS
     from hpo.records.export import Provenance
     from hpo.report.render import write_report
+    from hpo.run.scored_run import BEST_WEIGHTS
     from hpo.service.export import Winner, fixed_spec, network_info, write_export
     from hpo.service.study import require_spec
     from hpo.spec.spec import spec_from_dict

@@ -161,7 +161,7 @@ def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None
 
 
 def test_the_final_run_ends_at_the_first_point_whose_curve_reads_as_copying() -> None:
-    from hpo.commands.train import Ends
+    from hpo.run.ends import Ends
 
     curve: dict[str, dict[str, float]] = {}
     end = Ends(when_copying=True).rule(curve, copy_floor=0.05)
