@@ -37,10 +37,10 @@ import yaml
 
 from hpo.analysis.noise import pair_sd
 from hpo.analysis.tables import duration
-from hpo.commands.run_phases import speed_of
 from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.records import TrialRecord
 from hpo.run.budget import parse_budget
+from hpo.run.sizing import speed_of
 from hpo.run.split import Split, final_kimg
 
 RESULTS = Path(__file__).parent / "results" / "run_budget"

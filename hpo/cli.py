@@ -306,7 +306,8 @@ def run_cmd(
     configurations on fresh seeds, when the budget affords it), the final run (the winner trained with what is
     left), its sampling sweep, and the export, with a ledger of planned and spent time per phase. Ctrl-C stops
     it; the same command continues it."""
-    from hpo.commands.run import RunOptions, run_budgeted
+    from hpo.commands.run import run_budgeted
+    from hpo.run.options import RunOptions
     from hpo.run.split import parse_split
     from hpo.training.runtime import set_threads
 

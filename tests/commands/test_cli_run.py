@@ -80,7 +80,8 @@ def test_another_budget_on_resume_says_what_was_spent_and_what_it_would_change(i
 
 
 def test_a_killed_runs_time_until_it_is_run_again_is_not_spent(images: Path, tmp_path: Path) -> None:
-    from hpo.commands.run import RunOptions, resumed_ledger
+    from hpo.run.options import RunOptions
+    from hpo.run.state import resumed_ledger
 
     stored_run(tmp_path / "out", images, 3600.0, done=2)
     killed = load_ledger(tmp_path / "out")
@@ -129,13 +130,13 @@ def test_plan_only_with_a_seed_and_a_split_plans_that_split_and_says_the_command
 
 
 def test_a_seeded_run_seeds_its_study_sampler_and_every_trials_training(images: Path) -> None:
-    from hpo.commands.run import RunOptions
-    from hpo.commands.run_phases import make_plan
+    from hpo.run.options import RunOptions
+    from hpo.run.phases.plan import make_plan
     from hpo.spec.loading import load_spec
 
     opts = RunOptions(images=images, budget="8h", out=None, image_size=16, storage=None, workers=None, threads=1,
                       seed=3)  # fmt: skip
-    *_, text = make_plan(opts, 8 * 3600, 0.0)
+    text = make_plan(opts, 8 * 3600, 0.0).spec_text
     spec_file = images.parent / "seeded.yaml"
     spec_file.write_text(text)
     spec = load_spec(spec_file)
@@ -149,8 +150,8 @@ def test_a_split_that_leaves_no_final_run_is_one_line_and_creates_nothing(images
 
 
 def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None:
-    from hpo.commands.run_phases import trained_words
     from hpo.records import TrialRecord
+    from hpo.run.sizing import trained_words
 
     curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
     assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
@@ -174,8 +175,8 @@ def test_the_final_run_ends_at_the_first_point_whose_curve_reads_as_copying() ->
 
 
 def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none_within_the_noise() -> None:
-    from hpo.commands.run_phases import bigger_budget
     from hpo.records import TrialRecord
+    from hpo.run.phases.final import bigger_budget
 
     def said(scores: list[float]) -> str:
         curve = {str(i): {"kimg": 5.0 * i, "score": s} for i, s in enumerate(scores, start=1)}
@@ -191,8 +192,7 @@ def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none
 def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_the_storage(
     images: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpo.commands.run import RunOptions
-    from hpo.commands.run_phases import worker_count
+    from hpo.run.options import RunOptions, worker_count
 
     def opts(**kw: object) -> RunOptions:
         base = {"images": images, "budget": "1h", "out": None, "image_size": None, "threads": None, "workers": None}
@@ -205,10 +205,10 @@ def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_t
 
 
 def test_the_final_run_warms_up_and_averages_over_its_own_budget_not_the_trials() -> None:
-    from hpo.commands.run_phases import final_train
+    from hpo.run.sizing import final_train
 
     planned = Decisions(final_kimg=40.0, final_num_evals=10)
-    assert final_train(planned) == {
+    assert final_train(planned).params() == {
         "kimg": 40.0, "num_evals": 10, "eval_spacing": "even", "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0,
     }  # fmt: skip
 
@@ -218,12 +218,13 @@ def test_a_phase_is_running_on_disk_from_its_first_moment(tmp_path: Path) -> Non
     (the doctor took 4 s on a CI machine) must still show as running there, not only once it is done."""
     import threading
 
-    from hpo.commands.run import Run, RunOptions
+    from hpo.run.options import RunOptions
+    from hpo.run.state import Run
 
     ledger = Ledger(folder=str(tmp_path), budget_s=600.0, study="s", image_size=None)
     save_ledger(ledger, tmp_path)
     opts = RunOptions(images=tmp_path, budget="10m", out=tmp_path, image_size=None, storage=None, workers=None,
                       threads=None)  # fmt: skip
-    Run(opts, tmp_path, "sqlite://", ledger, threading.Lock()).start("preflight")
+    Run(opts, tmp_path, "sqlite://", ledger, threading.Lock(), lambda *_: None).start("preflight")
     stored = load_ledger(tmp_path)
     assert stored is not None and stored.phase("preflight").state == "running"
