@@ -439,8 +439,8 @@ def status_cmd(
     """
     import sys
 
-    from hpo.commands.json_out import json_text
     from hpo.commands.status import all_finished, status_json, status_text, watch_status
+    from hpo.files import json_text
     from hpo.service.status_view import terminal_width
     from hpo.service.urls import resolve_url
 
