@@ -1,5 +1,6 @@
 """``hpo worker``: ``--per-gpu`` processes per GPU (or on the CPU when none), each serving studies;
-the worker that finishes a study writes its report. Also the one builder of a worker's command line."""
+the worker that finishes a study writes its report. A child's command line is built where the local
+workers' is (``hpo.service.local.worker_argv``)."""
 
 from __future__ import annotations
 
