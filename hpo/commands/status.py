@@ -1,5 +1,6 @@
-"""``hpo status``: studies, or one study's trials, as plain-text tables. States and reasons are the
-same words as in the report (``hpo.service.trials``)."""
+"""``hpo status``: studies, or one study's trials, as plain-text tables, with ``--json`` and ``--watch``.
+The rows and lines are the read model's (:mod:`hpo.service.status_view`), which ``hpo launch`` prints
+while it follows a study too; states and reasons are the same words as in the report."""
 
 from __future__ import annotations
 
