@@ -21,8 +21,7 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.commands.json_out import json_safe
-from hpo.files import atomic_write
+from hpo.files import atomic_write, json_safe
 from hpo.records import TrialRecord
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume

@@ -184,8 +184,8 @@ def measure(
         }
         assert [k for k, _ in replays[real_name]] == [k for k, _ in real], (replays[real_name], real)
         seeds = seed_scores(none, kimg, Path(tmp), data)
-        eval_seconds = [TrialRecord.of(t).number("eval_seconds") for t in unpruned]
-        train_seconds = [TrialRecord.of(t).number("train_seconds") for t in unpruned]
+        eval_seconds = [TrialRecord.of(t).eval_seconds for t in unpruned]
+        train_seconds = [TrialRecord.of(t).train_seconds for t in unpruned]
     return {
         "dataset": dataset, "image_size": DIGITS["data"]["image_size"], "trials": trials,
         "kimg": kimg, "num_evals": evals, "eval_spacing": points.spacing, "real": real_name,

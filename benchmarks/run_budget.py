@@ -36,10 +36,11 @@ from typing import Any
 import yaml
 
 from hpo.analysis.noise import pair_sd
-from hpo.commands.run_phases import speed_of
+from hpo.analysis.tables import duration
 from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.records import TrialRecord
-from hpo.run.budget import duration, parse_budget
+from hpo.run.budget import parse_budget
+from hpo.run.sizing import speed_of
 from hpo.run.split import Split, final_kimg
 
 RESULTS = Path(__file__).parent / "results" / "run_budget"
@@ -88,8 +89,9 @@ def train_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) ->
 
 def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) -> Path:
     """An `hpo train` folder as an export (weights, spec, sampling), as `hpo run` exports its final run."""
-    from hpo.commands.export import Winner, write_export
-    from hpo.commands.train import BEST_WEIGHTS
+    from hpo.records.export import Provenance
+    from hpo.run.scored_run import BEST_WEIGHTS
+    from hpo.service.export import Winner, write_export
     from hpo.spec.loading import load_spec
     from hpo.spec.sampling import SamplingConfig
     from hpo.training.checkpoint import load_checkpoint
@@ -99,8 +101,8 @@ def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) 
     summary = json.loads((run / "summary.json").read_text())
     sampling = SamplingConfig.from_dict(summary["sampling"])
     spec = load_spec(spec_path, [f"train.{k}={v}" for k, v in params.items()])
-    provenance = {"study": "benchmarks.run_budget", "trial": -1, "value": summary["value"],
-                  "metric_name": summary["metric_name"]}  # fmt: skip
+    provenance = Provenance(study="benchmarks.run_budget", trial=-1, value=summary["value"],
+                            metric_name=summary["metric_name"])  # fmt: skip
     winner = Winner(spec, sampling, net_info(spec.train, load_data(spec.data)), provenance)
     write_export(out, winner, load_checkpoint(run / BEST_WEIGHTS), written_by="benchmarks.run_budget")
     return out
@@ -119,9 +121,8 @@ def score_export(model: Path, seeds: tuple[int, ...] = (0, 1)) -> list[float]:
 
     import torch
 
-    from hpo.commands.export import read_export
-    from hpo.commands.sample import rebuild
     from hpo.scoring.score import make_scorer, score
+    from hpo.service.export import read_export, rebuild
     from hpo.training.data import load_data
 
     torch.set_num_threads(1)  # as the arms trained: two scorings side by side, one core each

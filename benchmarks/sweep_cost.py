@@ -39,9 +39,9 @@ def study_row(label: str, study: optuna.Study, wall: float) -> dict[str, Any]:
     return {
         "study": label,
         "wall_s": wall,
-        "train_s": sum(TrialRecord.of(t).number("train_seconds") for t in trials),
-        "score_s": sum(TrialRecord.of(t).number("score_seconds") for t in trials),
-        "combos_per_model": sum(TrialRecord.of(t).number("combinations") for t in trials) / len(trials),
+        "train_s": sum(TrialRecord.of(t).train_seconds for t in trials),
+        "score_s": sum(TrialRecord.of(t).score_seconds for t in trials),
+        "combos_per_model": sum(TrialRecord.of(t).combinations for t in trials) / len(trials),
         "best_fid": best_value(study),
     }
 

@@ -249,7 +249,8 @@ def launch_cmd(
     gpus: LocalGpusOpt = "all",
 ) -> None:
     """Create (or resume) the study for SPEC, run local workers, follow progress, then report."""
-    from hpo.commands.launch import LocalWorkers, run_launch
+    from hpo.commands.launch import run_launch
+    from hpo.service.local import LocalWorkers
     from hpo.training.runtime import set_threads
 
     logs()
@@ -306,7 +307,8 @@ def run_cmd(
     configurations on fresh seeds, when the budget affords it), the final run (the winner trained with what is
     left), its sampling sweep, and the export, with a ledger of planned and spent time per phase. Ctrl-C stops
     it; the same command continues it."""
-    from hpo.commands.run import RunOptions, run_budgeted
+    from hpo.commands.run import run_budgeted
+    from hpo.run.options import RunOptions
     from hpo.run.split import parse_split
     from hpo.training.runtime import set_threads
 
@@ -438,8 +440,9 @@ def status_cmd(
     """
     import sys
 
-    from hpo.commands.json_out import json_text
-    from hpo.commands.status import all_finished, status_json, status_text, terminal_width, watch_status
+    from hpo.commands.status import all_finished, status_json, status_text, watch_status
+    from hpo.files import json_text
+    from hpo.service.status_view import terminal_width
     from hpo.service.urls import resolve_url
 
     url, width = resolve_url(storage), None if wide else terminal_width()
@@ -555,7 +558,7 @@ def confirm_cmd(
 ) -> None:
     """Retrain the top configurations with fresh seeds, through the workers, and give a verdict."""
     from hpo.commands.confirm import request_of, run_confirm
-    from hpo.commands.launch import LocalWorkers
+    from hpo.service.local import LocalWorkers
 
     logs()
     request = request_of(top=top, seeds=seeds, kimg=kimg, budgets=budgets, widths=widths, lrs=lrs)

@@ -1,8 +1,12 @@
-"""Writing a file so that no reader ever sees half of it, and the type of what is written as JSON
-(``JsonValue``); importable by every layer (it imports nothing of hpo)."""
+"""Writing a file so that no reader ever sees half of it, the type of what is written as JSON
+(``JsonValue``), and the one writer of the ``--json`` outputs (``hpo status``, ``hpo confirm``, the
+benchmarks' records: standard JSON, a NaN or infinite number, a score not measured, as ``null``);
+importable by every layer (it imports nothing of hpo)."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,3 +47,18 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
     with replacing(path) as tmp:
         write(tmp)
     return path
+
+
+def json_safe(value: object) -> object:
+    """``value`` with tuples as lists, keys as strings and every non-finite float as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def json_text(data: object, indent: int | None = 2) -> str:
+    return json.dumps(json_safe(data), indent=indent, allow_nan=False)

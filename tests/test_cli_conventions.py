@@ -16,8 +16,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import TrialState
 
 from hpo.cli import Group
-from hpo.commands.status import trial_columns
 from hpo.records import HardwareSummary, Placement
+from hpo.service.status_view import trial_columns
 from tests.cli import command, run_cli
 from tests.service_helpers import storage_of, write_spec
 from tests.study_builders import add, create_companion, new_study

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ ROOT = Path(__file__).parent.parent / "hpo"
 BELOW = {
     "errors": set(),
     "files": set(),
+    "outputs": {"errors", "files"},
     "spec": {"errors", "files"},
     "records": {"spec", "errors", "files"},
     "analysis": {"spec", "records", "errors", "files"},
@@ -25,18 +27,24 @@ BELOW = {
     "tracking": {"spec", "training", "diffusion", "errors", "files"},
     "scoring": {"spec", "diffusion", "training", "records", "analysis", "errors", "files"},
     "doctor": {"spec", "diffusion", "training", "errors", "files"},
-    "service": {"spec", "diffusion", "training", "scoring", "tracking", "records", "analysis", "errors", "files"},
-    "run": {"errors", "files"},
+    "service": {
+        "spec", "diffusion", "training", "scoring", "tracking", "records", "analysis", "outputs", "errors", "files",
+    },
     "planning": {"doctor", "spec", "diffusion", "training", "errors", "files"},
     "companions": {
-        "spec", "diffusion", "training", "scoring", "tracking", "service", "records", "analysis", "errors", "files",
+        "spec", "diffusion", "training", "scoring", "tracking", "service", "records", "analysis", "outputs", "errors",
+        "files",
+    },
+    "run": {
+        "planning", "doctor", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions",
+        "records", "analysis", "outputs", "errors", "files",
     },
     "report": {
         "run", "spec", "diffusion", "training", "scoring", "tracking", "service", "companions", "records", "analysis",
-        "errors", "files",
+        "outputs", "errors", "files",
     },
 }  # fmt: skip
-TOP = {"commands", "cli", "__main__"}  # may import everything
+TOP = {"commands", "cli", "__main__"}  # may import everything below; a command no other command (see the end)
 
 
 def layer_of(module: str) -> str:
@@ -49,14 +57,19 @@ def module_name(path: Path) -> str:
     return ".".join(p for p in rel.parts if p != "__init__")
 
 
-def hpo_imports(path: Path) -> set[str]:
+def imports_of(path: Path, package: str = "hpo") -> set[str]:
+    """Every module of ``package`` that ``path`` imports (also inside functions): ``from X import y`` as X."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "hpo":
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
             found.add(node.module)
         elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "hpo"}
+            found |= {a.name for a in node.names if a.name.split(".")[0] == package}
     return found
+
+
+def hpo_imports(path: Path) -> set[str]:
+    return imports_of(path, "hpo")
 
 
 def test_every_module_belongs_to_a_known_layer() -> None:
@@ -92,7 +105,9 @@ def test_each_package_docstring_names_the_layers_the_table_lets_it_import(layer:
 
 
 def test_importing_the_lower_layers_pulls_in_no_command_cli_or_report() -> None:
-    lower = ("diffusion", "training", "scoring", "service", "spec", "doctor", "tracking", "companions", "planning")
+    lower = (
+        "diffusion", "training", "scoring", "service", "spec", "doctor", "tracking", "companions", "planning", "run",
+    )  # fmt: skip
     modules = [module_name(p) for layer in lower for p in sorted((ROOT / layer).rglob("*.py"))]
     code = (
         "import importlib, sys\n"
@@ -167,3 +182,72 @@ def test_the_architecture_table_says_what_each_layer_may_import() -> None:
                 )
         above |= set(names)
     assert not wrong, wrong
+
+
+# --- the top: commands stay a thin layer -----------------------------------------------------------------
+
+MAX_COMMANDS_LINES = 1800  # hpo/commands/ in all
+MAX_COMMAND_LINES = 250  # any one command module
+
+
+def command_imports(commands: Path) -> list[str]:
+    """``commands/X.py imports hpo.commands.Y`` for each command module that imports another (a command
+    parses, calls one function below and prints; what two commands share lives below them)."""
+    return [
+        f"commands/{path.name} imports {imported}"
+        for path in sorted(commands.glob("*.py"))
+        for imported in sorted(imports_of(path))
+        if imported == "hpo.commands" or imported.startswith("hpo.commands.")
+    ]
+
+
+def importers_of(folder: Path, package: str) -> list[str]:
+    """``X.py imports P.Y`` for each module under ``folder`` that imports from ``package``."""
+    return [
+        f"{path.relative_to(folder.parent)} imports {imported}"
+        for path in sorted(folder.rglob("*.py"))
+        for imported in sorted(imports_of(path, package.split(".")[0]))
+        if imported == package or imported.startswith(package + ".")
+    ]
+
+
+def oversized(commands: Path, *, total: int = MAX_COMMANDS_LINES, each: int = MAX_COMMAND_LINES) -> list[str]:
+    """What makes ``commands`` more than a thin layer: a module over ``each`` lines, ``total`` in all."""
+    sizes = {path.name: len(path.read_text().splitlines()) for path in sorted(commands.glob("*.py"))}
+    found = [f"commands/{name}: {n} lines (at most {each})" for name, n in sizes.items() if n > each]
+    if sum(sizes.values()) >= total:
+        found.append(f"commands/: {sum(sizes.values())} lines (under {total})")
+    return found
+
+
+def test_no_command_imports_another_command() -> None:
+    assert command_imports(ROOT / "commands") == []
+
+
+def test_the_benchmarks_import_no_command_and_no_test_imports_a_benchmark() -> None:
+    assert importers_of(ROOT.parent / "benchmarks", "hpo.commands") == []
+    assert importers_of(ROOT.parent / "tests", "benchmarks") == []
+
+
+def test_the_commands_stay_thin() -> None:
+    assert oversized(ROOT / "commands") == []
+
+
+def test_the_top_rules_report_a_planted_violation(tmp_path: Path) -> None:
+    """The checks above can fail: a copy of hpo/commands with a command that imports another (inside a
+    function, as the old ones did) and grew past the limit, a benchmark that imports a command, a test
+    that imports a benchmark."""
+    commands = tmp_path / "hpo" / "commands"
+    shutil.copytree(ROOT / "commands", commands)
+    planted = "def show() -> None:\n    from hpo.commands.status import status_text\n" + "\n" * MAX_COMMAND_LINES
+    (commands / "planted.py").write_text(planted)
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bench.py").write_text("from hpo.commands import launch\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("import benchmarks.bench\n")
+    assert command_imports(commands) == ["commands/planted.py imports hpo.commands.status"]
+    assert importers_of(tmp_path / "benchmarks", "hpo.commands") == ["benchmarks/bench.py imports hpo.commands"]
+    assert importers_of(tmp_path / "tests", "benchmarks") == ["tests/test_x.py imports benchmarks.bench"]
+    assert oversized(commands) == [f"commands/planted.py: {MAX_COMMAND_LINES + 2} lines (at most 250)"]
+    lines = sum(len(p.read_text().splitlines()) for p in commands.glob("*.py"))
+    assert oversized(commands, total=100)[-1] == f"commands/: {lines} lines (under 100)"

@@ -18,3 +18,9 @@ def cell_text(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "-" if value is None else str(value)
+
+
+def duration(seconds: float) -> str:
+    """``1h05m`` from an hour on, else ``12m30s`` (``0m45s`` under a minute): whole seconds."""
+    s = max(0, int(seconds))
+    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"

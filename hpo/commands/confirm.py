@@ -8,13 +8,13 @@ import contextlib
 import sys
 from pathlib import Path
 
-from hpo.commands.json_out import json_text
-from hpo.commands.launch import LocalWorkers, check_workers_finished, follow, start_workers
 from hpo.companions import kind_for
 from hpo.companions.base import Request
 from hpo.companions.blocks import blocks_text
 from hpo.errors import HpoError
+from hpo.files import json_text
 from hpo.report.render import report_path, write_report
+from hpo.service.local import LocalWorkers, check_workers_finished, follow, start_workers
 from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec
 from hpo.service.urls import redact, resolve_url

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
-from hpo.commands.outputs import output_folder
 from hpo.doctor.checklist import Checklist
 from hpo.doctor.run import run_doctor
 from hpo.errors import HpoError
+from hpo.outputs import output_folder
 from hpo.service.names import DEFAULT_ARTIFACTS
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import Spec

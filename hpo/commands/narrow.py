@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpo.analysis.narrow import narrow, next_spec_yaml
-from hpo.commands.outputs import output_file, write_output
 from hpo.errors import HpoError
+from hpo.outputs import output_file, write_output
 from hpo.service.storage import open_storage
 from hpo.service.study import load, metric_of, require_spec
 from hpo.service.trials import best_own, own_trials

@@ -5,7 +5,7 @@ from __future__ import annotations
 import webbrowser
 from pathlib import Path
 
-from hpo.commands.outputs import output_errors, output_file
+from hpo.outputs import output_errors, output_file
 from hpo.report.render import report_path, write_report
 from hpo.service.storage import open_storage
 from hpo.service.study import load

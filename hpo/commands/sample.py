@@ -4,44 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
 
-import torch
 from PIL import Image
 
-from hpo.commands.export import Winner, read_export, trial_winner
-from hpo.commands.outputs import output_file, writing
 from hpo.errors import HpoError
+from hpo.outputs import output_file, writing
+from hpo.service.export import Winner, load_winner, rebuild
 from hpo.spec.rules import check_guidance, check_steps
 from hpo.spec.sampling import SamplingConfig
-from hpo.training.checkpoint import load_checkpoint
 from hpo.training.generate import sample_images, save_grid
-from hpo.training.model import DiffusionModel, network_for
-from hpo.training.runtime import resolve_device
-from hpo.training.trainer import make_schedule
-
-
-def load_winner(
-    source: str, *, storage: str | None, artifacts: Path, max_nfe: int | None = None
-) -> tuple[Winner, dict[str, torch.Tensor]]:
-    """An export folder when ``source`` is a directory, else ``STUDY[:TRIAL]`` (within ``max_nfe``)."""
-    folder = Path(source)
-    if folder.is_dir():
-        if max_nfe is not None:
-            raise HpoError(f"--max-nfe chooses among a study's trials; {source} is an export folder: give STUDY")
-        return read_export(folder)
-    winner, weights = trial_winner(source, storage, artifacts, what=f"hpo sample {source!r}", max_nfe=max_nfe)
-    return winner, load_checkpoint(weights)
-
-
-def rebuild(winner: Winner, state: Mapping[str, torch.Tensor]) -> DiffusionModel:
-    """The trial's network with its EMA weights (every key must match), on the spec's device."""
-    cfg = winner.spec.train
-    net = network_for(cfg, winner.info)
-    net.load_state_dict(state, strict=True)
-    net = net.to(resolve_device(cfg.device)).eval().requires_grad_(False)
-    return DiffusionModel(net, winner.info, make_schedule(cfg), cfg.prediction)
 
 
 def chosen_sampling(winner: Winner, *, guidance: float | None, steps: int | None) -> SamplingConfig:
@@ -90,4 +62,4 @@ def run_sample(
     images = sample_images(model, sampling, n=n, seed=seed)
     with writing(out) as tmp:
         save_grid(images, tmp)
-    return out, sampling, winner.provenance.get("budget")
+    return out, sampling, winner.provenance.budget if max_nfe is not None else None

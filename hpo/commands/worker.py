@@ -1,13 +1,12 @@
 """``hpo worker``: ``--per-gpu`` processes per GPU (or on the CPU when none), each serving studies;
-the worker that finishes a study writes its report. Also the one builder of a worker's command line."""
+the worker that finishes a study writes its report. A child's command line is built where the local
+workers' is (``hpo.service.local.worker_argv``)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -15,37 +14,11 @@ from types import FrameType
 import optuna
 
 from hpo.errors import HpoError
-from hpo.service.urls import STORAGE_ENV
+from hpo.service.local import parse_gpus, worker_argv, worker_env
 from hpo.service.worker import OnStudyDone, WorkerOptions, run_worker
 from hpo.training.runtime import threads_per_worker
 
 log = logging.getLogger("hpo.worker")
-
-
-def parse_gpus(gpus: str) -> list[int]:
-    """``all`` → every visible GPU (none on a CPU machine); ``cpu`` → none; ``0,1`` → those indices."""
-    import torch
-
-    count = torch.cuda.device_count()
-    if gpus == "all":
-        return list(range(count))
-    if gpus == "cpu":
-        return []
-    try:
-        wanted = [int(g) for g in gpus.split(",") if g.strip()]
-    except ValueError:
-        raise HpoError(f"--gpus {gpus!r}: expected 'all', 'cpu' or comma-separated indices like 0,1") from None
-    missing = [g for g in wanted if not 0 <= g < count]
-    if missing:
-        raise HpoError(f"--gpus {gpus!r}: no GPU {missing[0]} on this machine ({count} visible)")
-    return wanted
-
-
-def local_gpus(n: int, gpus: str = "all") -> list[str]:
-    """The ``--gpus`` of each of ``n`` local workers: the GPUs ``gpus`` names (``parse_gpus``) in
-    turn, or the CPU when it names none."""
-    indices = parse_gpus(gpus)
-    return [str(indices[i % len(indices)]) if indices else "cpu" for i in range(n)]
 
 
 @dataclass(frozen=True)
@@ -69,32 +42,6 @@ def worker_slots(gpus: list[int], per_gpu: int, *, index: int, threads: int | No
     if threads is None and not gpus and per_gpu > 1:
         threads = threads_per_worker(per_gpu)
     return [Slot(gpu, index * len(devices) + i, threads) for i, gpu in enumerate(devices)]
-
-
-def worker_argv(opts: WorkerOptions, *, gpus: str, report_dir: Path | None = None) -> list[str]:
-    """The command line of a worker process with ``opts`` (the storage URL travels in the
-    environment, never on a command line that ``ps`` shows)."""
-    cmd = [sys.executable, "-m", "hpo", "worker", "--gpus", gpus, "--worker-index", str(opts.worker_index)]
-    cmd += ["--artifacts", str(opts.artifact_dir), "--poll", str(opts.poll_seconds)]
-    if opts.study is not None:
-        cmd += ["--study", opts.study]
-    if opts.max_trials is not None:
-        cmd += ["--max-trials", str(opts.max_trials)]
-    if opts.exit_when_idle:
-        cmd.append("--exit-when-idle")
-    if opts.cache_dir is not None:
-        cmd += ["--cache-dir", str(opts.cache_dir)]
-    if opts.threads:
-        cmd += ["--threads", str(opts.threads)]
-    if opts.sharing > 1:
-        cmd += ["--sharing", str(opts.sharing)]
-    if report_dir is not None:
-        cmd += ["--reports", str(report_dir)]
-    return cmd
-
-
-def worker_env(url: str, **extra: str) -> dict[str, str]:
-    return {**os.environ, STORAGE_ENV: url, **extra}
 
 
 def report_writer(report_dir: Path, artifact_dir: Path) -> OnStudyDone:

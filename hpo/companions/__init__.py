@@ -8,7 +8,7 @@ printed through ``blocks.blocks_text``, and JSON) and its pure verdict in ``hpo.
 line in :data:`KINDS` and its flag in :attr:`~hpo.companions.base.Request.kind`.
 
 May import: ``hpo.service``, ``hpo.records``, ``hpo.analysis``, ``hpo.spec``, ``hpo.diffusion`` (to size a width),
-``hpo.training``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.errors``, ``hpo.files``. Never
+``hpo.training``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.outputs``, ``hpo.errors``, ``hpo.files``. Never
 ``hpo.report``, ``hpo.commands`` or ``hpo.cli``.
 """
 

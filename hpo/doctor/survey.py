@@ -11,6 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from hpo.errors import HpoError
 from hpo.training.data import folder_classes, list_images, require_mostly_readable
 
 
@@ -81,6 +82,13 @@ class FolderSurvey:
         return (
             f"{self.num_images} images in {self.root}: {classes}; sizes {c.common_sizes()}; modes {modes}{bad}{ignored}"
         )
+
+
+def require_folder(images: Path) -> Path:
+    """``images`` if it is a folder; else one line naming it and what to give instead."""
+    if not images.is_dir():
+        raise HpoError(f"{images}: not a folder; give the folder of images (subfolders are classes)")
+    return images
 
 
 def survey_folder(root: Path) -> FolderSurvey:

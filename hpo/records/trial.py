@@ -40,6 +40,7 @@ from hpo.records.keys import (
     STOP_ATTR,
     STOPPED_AT_ATTR,
     SWEEP_ATTR,
+    VALUE_ATTR,
     WATCH_SAMPLING_ATTR,
 )
 from hpo.records.payload import Stored, as_mapping, as_number
@@ -60,6 +61,39 @@ class TrialRecord(Stored):
     def number(self, key: str) -> float:
         """A numeric field of the run record (``RunRecord``'s keys, e.g. train_seconds); 0 when absent."""
         return as_number(self.attrs.get(key)) or 0.0
+
+    @property
+    def train_seconds(self) -> float:
+        """``RunRecord.train_seconds``: training, its evaluation points included; 0 when absent."""
+        return self.number("train_seconds")
+
+    @property
+    def eval_seconds(self) -> float:
+        """``RunRecord.eval_seconds``: of ``train_seconds``, the evaluation points'; 0 when absent."""
+        return self.number("eval_seconds")
+
+    @property
+    def eval_points(self) -> int:
+        return int(self.number("eval_points"))
+
+    @property
+    def score_seconds(self) -> float:
+        """``RunRecord.score_seconds``: the sampling sweep's; 0 when absent."""
+        return self.number("score_seconds")
+
+    @property
+    def images_per_second(self) -> float:
+        return self.number("images_per_second")
+
+    @property
+    def combinations(self) -> int:
+        """``RunRecord.combinations``: the sampling combinations the sweep scored; 0 when absent."""
+        return int(self.number("combinations"))
+
+    @property
+    def run_value(self) -> float:
+        """``TrainRecord.value``: the score of a run outside a study (summary.json); 0 when absent."""
+        return self.number(VALUE_ATTR)
 
     @property
     def baseline(self) -> bool:

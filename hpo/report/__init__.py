@@ -4,5 +4,5 @@ readings), and how it looks (``render`` formats the model only; ``companions`` f
 companions' blocks; ``figures``; the plotly.js it inlines, ``bundle``).
 
 May import: ``hpo.run``, ``hpo.companions``, ``hpo.service``, ``hpo.scoring``, ``hpo.tracking``, ``hpo.training``,
-``hpo.diffusion``, ``hpo.records``, ``hpo.analysis``, ``hpo.spec``, ``hpo.errors``, ``hpo.files``.
+``hpo.diffusion``, ``hpo.records``, ``hpo.analysis``, ``hpo.spec``, ``hpo.outputs``, ``hpo.errors``, ``hpo.files``.
 """

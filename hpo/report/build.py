@@ -21,6 +21,7 @@ from hpo.analysis.progress import fidelity_text, floor_reading
 from hpo.analysis.ranking import ties_with_best
 from hpo.analysis.stopping import validation_trend
 from hpo.analysis.sweep import ema_sentence, statistic_text
+from hpo.analysis.tables import duration
 from hpo.companions import KINDS
 from hpo.companions.base import Kind, find_companion
 from hpo.companions.blocks import Block, Paragraph, Table
@@ -65,7 +66,6 @@ from hpo.report.model import (
     Weights,
     WinnerSection,
 )
-from hpo.run.budget import duration
 from hpo.run.ledger import Ledger
 from hpo.service.frontiers import study_frontiers
 from hpo.service.names import DEFAULT_ARTIFACTS, artifact_file, path_component

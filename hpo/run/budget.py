@@ -1,4 +1,4 @@
-"""A budget's words: ``8h``, ``90m``, ``1h30m``, ``45s``, ``2d`` → seconds, and seconds back to words."""
+"""A budget's words → seconds: ``8h``, ``90m``, ``1h30m``, ``45s``, ``2d`` (back: ``tables.duration``)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,3 @@ def parse_budget(text: str) -> float:
     if seconds <= 0:
         raise HpoError(f"--budget {text!r}: the budget must be more than nothing, e.g. 20m")
     return seconds
-
-
-def duration(seconds: float) -> str:
-    """``1h05m`` from an hour on, else ``12m30s`` (``0m45s`` under a minute): whole seconds."""
-    s = max(0, int(seconds))
-    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from hpo.analysis.tables import duration
 from hpo.errors import HpoError
 from hpo.files import JsonObject, atomic_write
-from hpo.run.budget import duration
 
 RUN_FILE = "run.json"
 PHASES = ("plan", "preflight", "search", "decide", "final", "sweep", "export")

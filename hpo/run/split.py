@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hpo.analysis.tables import duration
 from hpo.errors import HpoError
-from hpo.run.budget import duration
 
 MIN_COMPLETE = 4  # complete trials the search must afford: the pruner's guard keeps 4 before it prunes hard
 MIN_FINAL_TRIALS = 2.0  # the final run trains at least this many trials' budget: else it is one more trial

@@ -60,6 +60,15 @@ def verify_weights(path: Path, expected: str = INCEPTION_SHA256) -> Path:
     return path
 
 
+def weights_present() -> bool:
+    """Whether the Inception weights are here and whole: a plan for this machine scores with them."""
+    try:
+        verify_weights(weights_path())
+    except HpoError:
+        return False
+    return True
+
+
 def fetch_weights(
     dest: Path, *, url: str = INCEPTION_URL, expected: str = INCEPTION_SHA256, timeout: float = 60
 ) -> Path:

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from hpo.analysis.frontier import Screened, best_within, finalists, screen_frontier, trial_frontier
-from hpo.commands.export import fixed_spec
 from hpo.records import ComboScore
+from hpo.service.export import fixed_spec
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
 from hpo.spec.loading import load_spec

@@ -15,9 +15,9 @@ import pytest
 import torch
 from PIL import Image
 
-from hpo.commands.export import fixed_spec
-from hpo.commands.outputs import output_errors, writing
 from hpo.errors import HpoError
+from hpo.outputs import output_errors, writing
+from hpo.service.export import fixed_spec
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, require_spec
 from hpo.spec.loading import load_spec

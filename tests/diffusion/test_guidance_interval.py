@@ -160,7 +160,7 @@ def test_where_guidance_does_nothing_the_interval_is_dropped_and_the_combination
 
 
 def test_hpo_train_refuses_a_mistyped_sampling_setting_in_one_line(tmp_path: Path) -> None:
-    from hpo.commands.train import split_overrides
+    from hpo.run.train import split_overrides
     from tests.cli import run_cli
     from tests.service_helpers import write_spec
 

@@ -16,7 +16,7 @@ from tests.planning.test_init import edit, init, two_classes
 def test_a_folder_of_photos_becomes_a_spec_the_doctor_passes_a_study_an_export_and_samples(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("hpo.commands.launch.threads_per_worker", lambda workers: 1)  # one core per test process
+    monkeypatch.setattr("hpo.service.local.threads_per_worker", lambda workers: 1)  # one core per test process
     photos = two_classes(tmp_path / "photos")
     code, out, err = init(str(photos), "-o", "search_spaces/mine.yaml")
     assert code == 0, err

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from hpo.commands.status import trial_columns
+from hpo.service.status_view import trial_columns
 from tests.cli import run_cli
 from tests.service_helpers import hpo_env, write_spec
 from tests.study_builders import add, new_study

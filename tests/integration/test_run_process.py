@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.folders import write_folder
 from hpo.run.budget import parse_budget
 from hpo.training.data import read_digits
+from hpo.training.folders import write_folder
 from tests.service_helpers import hpo, hpo_env
 
 BUDGET_S = 840.0  # 4 complete trials in the search (54 s each since a trial scores all 6 combinations on 1 024

@@ -8,9 +8,10 @@ import optuna
 import pytest
 import torch
 
-from hpo.commands.worker import Slot, local_gpus, parse_gpus, worker_argv, worker_slots
+from hpo.commands.worker import Slot, worker_slots
 from hpo.errors import HpoError
 from hpo.records import Placement, TrialRecord
+from hpo.service.local import local_gpus, parse_gpus, worker_argv
 from hpo.service.placement import host_gpu_id, placement_here
 from hpo.service.storage import open_storage
 from hpo.service.urls import resolve_url

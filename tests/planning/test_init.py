@@ -12,12 +12,12 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from hpo.commands.run import RunOptions
-from hpo.commands.run_phases import first_plan
 from hpo.doctor.schedule_checks import supported_kimg
 from hpo.doctor.survey import survey_folder
 from hpo.planning.plan import MIN_IMAGES, Machine, plan_spec
 from hpo.planning.spec_yaml import pruner
+from hpo.run.options import RunOptions
+from hpo.run.phases.plan import first_plan
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import MAX_EXTRAPOLATION
 from tests.cli import run_cli
@@ -186,7 +186,7 @@ def test_hpo_runs_plan_on_a_gpu_pauses_at_the_rung_as_hpo_inits_does(
     rung too."""
     draw_shapes(tmp_path / "photos", 200, 64)
     gpu = Machine("gpu", 80 * 2**30, "an 80 GiB GPU")
-    monkeypatch.setattr("hpo.commands.init.this_machine", lambda _: gpu)
+    monkeypatch.setattr("hpo.run.phases.plan.this_machine", lambda _: gpu)
     opts = RunOptions(images=tmp_path / "photos", budget="8h", out=None, image_size=None, storage=None, workers=None,
                       threads=1)  # fmt: skip
     entries = dict((k, v) for k, v, _ in pruner(first_plan(opts)))

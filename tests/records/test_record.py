@@ -55,7 +55,8 @@ def outside_records() -> list[Path]:
 
 
 def attribute_reads(path: Path) -> list[str]:
-    """Every ``x.user_attrs`` read and every ``set_user_attr("literal", ...)`` in one module."""
+    """Every ``x.user_attrs`` read, every ``set_user_attr("literal", ...)`` and every ``record.number("literal")``
+    (a run record's field read by key, not through ``TrialRecord``'s property) in one module."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Attribute) and node.attr == "user_attrs" and isinstance(node.ctx, ast.Load):
@@ -68,6 +69,15 @@ def attribute_reads(path: Path) -> list[str]:
             and isinstance(node.args[0], ast.Constant)
         ):
             found.append(f"{path.name}:{node.lineno} writes the key {node.args[0].value!r} as a string")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "number"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append(f"{path.name}:{node.lineno} reads the run record's {node.args[0].value!r} by string key")
         if isinstance(node, ast.keyword) and node.arg == "user_attrs" and isinstance(node.value, ast.Dict):
             literal = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
             found += [f"{path.name}:{node.lineno} enqueues the key {key!r} as a string" for key in literal]
@@ -136,9 +146,10 @@ def test_the_grep_finds_what_it_looks_for(tmp_path: Path) -> None:
         "def f(t, study):\n"
         "    study.set_user_attr('floor', 1)\n"
         "    study.enqueue_trial({}, user_attrs={'baseline': True})\n"
+        "    seconds = TrialRecord.of(t).number('train_seconds')\n"
         "    return t.user_attrs.get('curve')\n"
     )
-    assert len(attribute_reads(planted)) == 3
+    assert len(attribute_reads(planted)) == 4
 
 
 def frozen(attrs: Mapping[str, object], state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:

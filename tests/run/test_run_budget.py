@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from hpo.commands.run_phases import final_speed, speed_of
+from hpo.analysis.tables import duration
 from hpo.errors import HpoError
 from hpo.records import ComboScore, TrialRecord
-from hpo.run.budget import duration, parse_budget
+from hpo.run.budget import parse_budget
 from hpo.run.ledger import PHASES, RUN_FILE, Ledger, load_ledger, save_ledger
+from hpo.run.sizing import final_speed, speed_of
 from hpo.run.split import (
     MIN_COMPLETE,
     MIN_POINTS,

@@ -18,10 +18,10 @@ import pytest
 from optuna.trial import TrialState
 from sqlalchemy.exc import OperationalError
 
-from hpo.commands.launch import LocalWorker, check_some_complete, check_workers_finished
 from hpo.errors import HOST_FAULT_EXIT, DiskFull, HostFault, HpoError, disk_full_at, is_disk_full
 from hpo.service import objective as objective_module
 from hpo.service.db_errors import is_connection_error
+from hpo.service.local import LocalWorker, check_some_complete, check_workers_finished
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, progress
 from hpo.service.trials import DISK_FULL, fail_reason, failed_attempts, retry_history

@@ -13,12 +13,12 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-from hpo.commands.status import progress_line
 from hpo.errors import ConfigError, HpoError
 from hpo.records import BASELINE_ATTR, TrialRecord
 from hpo.report.data import best_vs_baseline, failure_groups, summarise_study
 from hpo.service.pruning import PauseAtRung, make_pruner, rung_keep
 from hpo.service.rung import continue_trial, decide
+from hpo.service.status_view import progress_line
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume, progress, stored_spec
 from hpo.service.trials import PAUSED, fail_reason, mark_ended, retry_history, root_number

@@ -129,9 +129,9 @@ def test_status_and_report_show_each_trials_hardware_and_a_leak(tmp_path: Path, 
     import optuna
     from optuna.distributions import FloatDistribution
 
-    from hpo.commands.status import trials_table
     from hpo.report.build import hardware_section
     from hpo.report.render import hardware_html
+    from hpo.service.status_view import trials_table
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'x.db'}")
     for i, rss in enumerate((800.0, 1100.0, 1500.0, 1900.0)):

@@ -226,7 +226,7 @@ def test_may_save_is_asked_before_each_save_and_refusing_stops_the_run(digits8: 
 def test_a_deadline_ends_training_when_one_more_interval_as_long_as_the_last_would_pass_it() -> None:
     import time
 
-    from hpo.commands.train import Deadline
+    from hpo.run.ends import Deadline
 
     now = time.time()
     assert not Deadline(at=now + 10, last=now - 3)()  # 3 s intervals, 10 s left: one more fits

@@ -1,0 +1,50 @@
+"""What may end a run before its budget (``hpo train``'s ``--deadline`` as ``hpo run``'s final phase sets it,
+and the stop verdict reading copying): the trainer's ``end_early`` rule."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hpo.analysis.stopping import points_from_curve, stop_verdict
+from hpo.records import curve_points
+
+
+@dataclass
+class Deadline:
+    """True at an evaluation point when one more interval as long as the last one would pass ``at``."""
+
+    at: float  # time.time() by which training must have ended
+    last: float = field(default_factory=time.time)
+
+    def __call__(self) -> bool:
+        now = time.time()
+        interval, self.last = now - self.last, now
+        return now + interval > self.at
+
+
+@dataclass(frozen=True)
+class Ends:
+    """What may end a run before its budget: a deadline, and the stop verdict reading copying."""
+
+    deadline: Deadline | None = None
+    when_copying: bool = False
+
+    def rule(self, curve: dict[str, dict[str, float]], copy_floor: float | None) -> Callable[[], bool] | None:
+        """The trainer's ``end_early`` over the run's ``curve`` as it grows."""
+        if self.deadline is None and not self.when_copying:
+            return None
+        deadline = self.deadline
+
+        def end() -> bool:
+            passed = deadline is not None and deadline()  # asked at every point: it times the intervals
+            return passed or (self.when_copying and copying(curve, copy_floor))
+
+        return end
+
+
+def copying(curve: dict[str, dict[str, float]], copy_floor: float | None) -> bool:
+    """Whether the stop verdict reads ``curve`` so far as copying training images (more training only
+    copies more); the noise is left to the verdict's estimate, as no re-measure exists mid-run."""
+    return stop_verdict(points_from_curve(curve_points(curve)), noise=None, copy_floor=copy_floor).kind == "copying"

@@ -1,0 +1,104 @@
+"""The final run and its sweep: ``hpo train --from STUDY:WINNER`` (:mod:`hpo.run.train`) at the budget
+that is left, resumed from its checkpoint after a stop; its sweep is the final sweep."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import optuna
+
+from hpo.analysis.noise import Noise
+from hpo.analysis.stopping import forecast, points_from_curve
+from hpo.analysis.tables import duration
+from hpo.records import TrialRecord
+from hpo.run.sizing import final_speed, final_train, trained_words
+from hpo.run.split import SWEEP_MARGIN, final_kimg, final_num_evals
+from hpo.run.state import FINAL, Run, publish, run_spec, search_study
+from hpo.run.train import train_run
+from hpo.service.study import require_spec
+
+
+def final_plan(run: Run, study: optuna.Study) -> None:
+    """The final run's budget, fixed once (a resumed run must train the same configuration): what the
+    budget leaves after the final sweep and the export, at the winner's measured speed, its own
+    evaluation points paid for first."""
+    ledger, decisions = run.ledger, run.ledger.decisions
+    trial = study.trials[decisions.winner or 0]
+    record = TrialRecord.of(trial)
+    kimg = record.budget_kimg or run_spec(run).train.kimg
+    ledger.phase("sweep").planned_s = round(SWEEP_MARGIN * record.score_seconds, 1)
+    seconds = ledger.left() - ledger.planned_after("final")
+    ledger.phase("final").planned_s = round(seconds, 1)
+    speed = final_speed(record)
+    decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s, speed.point_seconds)
+    decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=decisions.final_num_evals, trial_kimg=kimg)
+    run.save()
+
+
+def summary_of(run: Run) -> TrialRecord:
+    return TrialRecord(json.loads((run.out / FINAL / "summary.json").read_text(encoding="utf-8")))
+
+
+def final(run: Run) -> None:
+    """``hpo train --from STUDY:WINNER`` at the final budget into the run's ``final/`` (resumed from its
+    checkpoint after a stop), which sweeps every sampling combination on the final weights."""
+    study, _ = search_study(run)
+    ledger, decisions = run.ledger, run.ledger.decisions
+    run.start("final")
+    if decisions.final_kimg is None:
+        final_plan(run, study)
+    print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
+          f"checkpoints, for ~{duration(ledger.phase('final').planned_s)}")  # fmt: skip
+    fixed = final_train(decisions)
+    deadline = time.time() + ledger.left() - ledger.planned_after("final")
+    summary_json = train_run(None, fixed.overrides(), run.out / FINAL, source=f"{study.study_name}:{decisions.winner}",
+                             storage=run.url, deadline=deadline, stop_when_copying=True)  # fmt: skip
+    print(json.dumps(summary_json))
+    summary = summary_of(run)
+    ledger.tick()
+    sweep_s = min(summary.score_seconds, ledger.phase("final").spent_s)
+    ledger.phase("final").spent_s -= sweep_s
+    ledger.phase("sweep").spent_s += sweep_s
+    decisions.value, decisions.metric = summary.run_value, require_metric(study)
+    decisions.floor = summary.floor.score if summary.floor is not None else float("nan")
+    decisions.stop = summary.stop.text if summary.stop is not None else ""
+    decisions.bigger = bigger_budget(summary, decisions.metric)
+    stop_kind = summary.stop.kind if summary.stop is not None else ""
+    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, fixed.kimg)}; stop verdict: "
+                                f"{stop_kind}")  # fmt: skip
+    words = summary.sampling.words if summary.sampling else "?"
+    combos = summary.combinations
+    ledger.finish("sweep", note=f"{combos} combinations: {decisions.metric} {decisions.value:.4g} at {words}")
+    publish(run, study)
+
+
+def bigger_budget(summary: TrialRecord, metric: str) -> str:
+    """What a budget that trains twice as long would buy: the final run's own curve, power law fitted
+    and forecast at twice its kimg. Optimistic: its earlier points were at a learning rate the cosine
+    schedule had not yet decayed, so the fit is steeper than a ladder of separate runs measures."""
+    points = points_from_curve(summary.points)
+    if not points:
+        return "no forecast: the final run scored no evaluation point"
+    last, twice = points[-1], 2 * points[-1].kimg
+    ahead = forecast(points, twice)
+    if ahead.value is None:
+        return ahead.text
+    fitted = (f"{metric} {ahead.value:.3g} (80 % interval {ahead.low:.3g}–{ahead.high:.3g}) from its own curve of "
+              f"{len(points)} points")  # fmt: skip
+    noise = Noise(summary.curve_noise, 1)
+    if last.score - ahead.value <= noise.tie_margin:  # within what re-scoring the same weights can move
+        return (f"twice the final run's training ({twice:g} kimg) forecasts no gain beyond the noise: {fitted}, "
+                f"against {last.score:.3g} at its last point (tie margin {noise.tie_margin:.2g})")  # fmt: skip
+    return (f"twice the final run's training ({twice:g} kimg): {fitted}; optimistic, its earlier points trained at "
+            "a higher learning rate (`hpo confirm --budgets` measures it)")  # fmt: skip
+
+
+def require_metric(study: optuna.Study) -> str:
+    return require_spec(study).score.metric_name
+
+
+def sweep(run: Run) -> None:
+    """The final sweep runs inside the final run's call; alone it is only reached after a stop between
+    the two ledger writes, and the final run's summary already holds it."""
+    run.ledger.finish("sweep")

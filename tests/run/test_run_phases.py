@@ -1,0 +1,87 @@
+"""``hpo run``'s phases in parts: what the final run's note says, when it ends early, what a bigger budget
+is forecast to buy, its settings, the search's workers, and a phase running on disk from its first moment."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from hpo.records import TrialRecord
+from hpo.run.ends import Ends
+from hpo.run.ledger import Decisions, Ledger, load_ledger, save_ledger
+from hpo.run.options import RunOptions, worker_count
+from hpo.run.phases.final import bigger_budget
+from hpo.run.sizing import final_train, trained_words
+from hpo.run.state import Run
+
+
+def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None:
+
+    curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
+    assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
+    assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"
+    stop = {"kind": "copying", "text": "copying began at 10 kimg", "since_kimg": 10.0}
+    copied = TrialRecord({"curve": curve, "stop": stop})
+    assert trained_words(copied, 40.0) == "ended by the stop verdict (copying since 10 kimg) at 20 of 40 kimg"
+
+
+def test_the_final_run_ends_at_the_first_point_whose_curve_reads_as_copying() -> None:
+
+    curve: dict[str, dict[str, float]] = {}
+    end = Ends(when_copying=True).rule(curve, copy_floor=0.05)
+    assert end is not None and Ends().rule(curve, copy_floor=0.05) is None  # hpo train alone runs to its kimg
+    asked = []
+    for i, low in enumerate([0.0, 0.01, 0.02, 0.12, 0.2], start=1):  # the score still falls: only copies say stop
+        curve[str(i)] = {"kimg": 4.0 * i, "score": 50.0 / i, "copy_pixels_low": low, "copy_pixels": low + 0.05}
+        asked.append(end())
+    assert asked == [False, False, False, True, True]
+
+
+def test_a_bigger_budget_is_forecast_as_a_gain_while_the_curve_falls_and_as_none_within_the_noise() -> None:
+
+    def said(scores: list[float]) -> str:
+        curve = {str(i): {"kimg": 5.0 * i, "score": s} for i, s in enumerate(scores, start=1)}
+        return bigger_budget(TrialRecord({"curve": curve, "curve_noise": 0.2}), "FID")  # tie margin 0.57
+
+    falling = said([80.0, 40.0, 27.0, 20.0, 16.0, 13.5])
+    assert falling.startswith("twice the final run's training (60 kimg): FID ") and "optimistic" in falling
+    flat = said([30.0, 20.0, 18.0, 18.2, 17.9, 18.1, 18.0, 18.1])
+    assert "forecasts no gain beyond the noise" in flat and "against 18.1 at its last point" in flat, flat
+    assert said([40.0, 30.0]).startswith("no forecast: 2 scored points")
+
+
+def test_search_workers_are_workers_else_per_gpu_on_each_gpu_else_one_whatever_the_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    def opts(**kw: object) -> RunOptions:
+        base = {"images": tmp_path, "budget": "1h", "out": None, "image_size": None, "threads": None, "workers": None}
+        return RunOptions(**{**base, "storage": "postgresql://db/hpo", **kw})  # type: ignore[arg-type]
+
+    assert worker_count(opts(workers=3)) == 3
+    assert worker_count(opts(gpus="cpu")) == 1 and worker_count(opts(gpus="cpu", per_gpu=2)) == 2
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    assert worker_count(opts(gpus="0,1", per_gpu=2)) == 4 and worker_count(opts(per_gpu=3)) == 6
+
+
+def test_the_final_run_warms_up_and_averages_over_its_own_budget_not_the_trials() -> None:
+
+    planned = Decisions(final_kimg=40.0, final_num_evals=10)
+    assert final_train(planned).params() == {
+        "kimg": 40.0, "num_evals": 10, "eval_spacing": "even", "warmup_kimg": 0.8, "ema_halflife_kimg": 2.0,
+    }  # fmt: skip
+
+
+def test_a_phase_is_running_on_disk_from_its_first_moment(tmp_path: Path) -> None:
+    """A watcher (``hpo status``, the process test) reads the ledger file; a phase shorter than a tick
+    (the doctor took 4 s on a CI machine) must still show as running there, not only once it is done."""
+
+    ledger = Ledger(folder=str(tmp_path), budget_s=600.0, study="s", image_size=None)
+    save_ledger(ledger, tmp_path)
+    opts = RunOptions(images=tmp_path, budget="10m", out=tmp_path, image_size=None, storage=None, workers=None,
+                      threads=None)  # fmt: skip
+    Run(opts, tmp_path, "sqlite://", ledger, threading.Lock(), lambda *_: None).start("preflight")
+    stored = load_ledger(tmp_path)
+    assert stored is not None and stored.phase("preflight").state == "running"
