@@ -5,11 +5,15 @@ a run stopped; Ctrl-C or SIGTERM stops it with the ledger saved."""
 from __future__ import annotations
 
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from hpo.analysis.tables import duration
 from hpo.doctor.survey import require_folder
+from hpo.errors import HostFault, disk_full_at, is_disk_full
 from hpo.outputs import make_folder, output_folder, write_output
 from hpo.run.budget import parse_budget
 from hpo.run.ledger import PHASES, save_ledger
@@ -24,6 +28,23 @@ PHASE_FUNCTIONS: dict[str, Callable[[Run], None]] = {
     "preflight": preflight, "search": search, "decide": decide, "final": final, "sweep": sweep,
     "export": export,
 }  # fmt: skip
+
+
+def stopped_on_full_disk(run: Run, err: Exception, budget_s: float) -> HostFault:
+    """The one line a full disk ends a run with: where, what was spent (the time until the fault is
+    counted), and whether the ledger on disk is this moment's or the last one written."""
+    fault = err if isinstance(err, HostFault) else disk_full_at(err, [run.out, Path(tempfile.gettempdir())])
+    phase = run.ledger.current()
+    run.ledger.stop_running()
+    run.save()
+    kept = (
+        f"the ledger on disk is the one written {duration(time.monotonic() - run.saved_at)} earlier"
+        if run.unsaved is not None
+        else "the ledger saved"
+    )
+    where = phase.name if phase is not None else "last"
+    return HostFault(f"{fault}; stopped in the {where} phase, {duration(run.ledger.spent())} of {duration(budget_s)} "
+                     f"spent, {kept}")  # fmt: skip
 
 
 def run_budgeted(opts: RunOptions, write_report: ReportWriter) -> None:
@@ -69,5 +90,9 @@ def run_budgeted(opts: RunOptions, write_report: ReportWriter) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(130) from None
+        except Exception as err:
+            if not is_disk_full(err):
+                raise
+            raise stopped_on_full_disk(run, err, budget_s) from None
     for line in closing_lines(run):
         print(line)

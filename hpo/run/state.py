@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import optuna
 
 from hpo.analysis.tables import duration
-from hpo.errors import HpoError
+from hpo.errors import DiskFull, HpoError, disk_full_at, is_disk_full
 from hpo.records import RUN_ATTR
 from hpo.run.ledger import Ledger, load_ledger, save_ledger
 from hpo.run.options import RunOptions
@@ -63,6 +64,8 @@ class Run:
     ledger: Ledger
     lock: threading.Lock
     write_report: ReportWriter
+    unsaved: DiskFull | None = None  # the ledger's last write found the disk full: the file holds an older one
+    saved_at: float = field(default_factory=time.monotonic)  # when the ledger file was last written
 
     @property
     def artifacts(self) -> Path:
@@ -70,19 +73,31 @@ class Run:
 
     def save(self) -> None:
         with self.lock:
-            save_ledger(self.ledger, self.out)
+            self._write()
 
     def start(self, name: str) -> None:
         """Mark phase ``name`` running, on disk at once: ``hpo status`` and a watcher see it even when the
         phase ends before the next tick."""
         with self.lock:
             self.ledger.start(name)
-            save_ledger(self.ledger, self.out)
+            self._write()
 
     def tick(self) -> None:
         with self.lock:
             self.ledger.tick()
+            self._write()
+
+    def _write(self) -> None:
+        """The ledger to its file, atomically; on a full disk the file keeps the last ledger written (the
+        ticker lives on, the count goes on in memory) and ``unsaved`` says why."""
+        try:
             save_ledger(self.ledger, self.out)
+        except Exception as err:
+            if not is_disk_full(err):
+                raise
+            self.unsaved = disk_full_at(err, [self.out])
+        else:
+            self.unsaved, self.saved_at = None, time.monotonic()
 
 
 def resumed_ledger(opts: RunOptions, out: Path, budget_s: float) -> Ledger | None:

@@ -196,6 +196,16 @@ def check_some_complete(study: optuna.Study, limits: StudySettings) -> None:
         )
 
 
+def host_fault(workers: list[LocalWorker], where: str) -> HostFault | None:
+    """The fault of the host (a full disk) that stopped local workers, in the last one's words; ``where``
+    says how far the work got."""
+    stopped = [w for w in workers if w.proc.returncode == HOST_FAULT_EXIT]
+    if not stopped:
+        return None
+    said = stopped[-1].last_line[0].removeprefix("error: ")
+    return HostFault(f"{len(stopped)} of {len(workers)} local worker(s) stopped ({where}): {said}")
+
+
 def faulted(workers: list[LocalWorker]) -> bool:
     """A worker stopped on a full disk: a trial it left RUNNING (its database full too) is no reason to wait."""
     return any(w.proc.returncode == HOST_FAULT_EXIT for w in workers)
@@ -206,11 +216,9 @@ def check_workers_finished(study: optuna.Study, limits: StudySettings, workers: 
     stopped on a fault of the host (a full disk: its line says where), HpoError when all failed."""
     n_trials = limits.n_trials
     p = progress(study, n_trials, max_retries=limits.max_retries)
-    stopped = [w for w in workers if w.proc.returncode == HOST_FAULT_EXIT]
-    if stopped and not p.done:
-        said = stopped[-1].last_line[0].removeprefix("error: ")
-        raise HostFault(f"{len(stopped)} of {len(workers)} local worker(s) stopped ({p.finished}/{n_trials} "
-                        f"trials finished): {said}")  # fmt: skip
+    fault = host_fault(workers, f"{p.finished}/{n_trials} trials finished")
+    if fault is not None and not p.done:
+        raise fault
     if p.done:
         return
     failed = [w for w in workers if w.failed]

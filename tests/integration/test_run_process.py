@@ -1,5 +1,6 @@
 """``hpo run`` as a process, stopped and continued: SIGKILL of the whole process group in the preflight,
-Ctrl-C in the search, SIGKILL in the decision (its worker mid-trial) and in the final run, each
+Ctrl-C in the search, SIGKILL in the decision (its worker mid-trial) and in the final run, a full disk
+in the final run (its folder on a tmpfs that a ballast file fills, as root, as CI runs), each
 continued by the same command, end in a model whose ledger stays within its budget: the decision's
 finished retrainings are kept and its lost one retried, and the final run is resumed from its
 checkpoint rather than trained again. The sweep and the export take seconds, so the state a kill
@@ -16,12 +17,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from hpo.errors import HOST_FAULT_EXIT
 from hpo.run.budget import parse_budget
 from hpo.training.data import read_digits
 from hpo.training.folders import write_folder
@@ -106,8 +109,52 @@ def retrained(out: Path) -> dict[int, str]:
     return {number: repr(kv) for number, kv in params.items()}
 
 
+@contextlib.contextmanager
+def own_disk(out: Path) -> Iterator[bool]:
+    """``out`` on a 512 MiB tmpfs of its own when this process may mount one (root); False otherwise."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("the full-disk stage mounts a tmpfs and needs root, which CI has")
+        yield False
+        return
+    out.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(out)], check=True)
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "-l", str(out)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """A ballast file that takes every free byte of ``disk``."""
+    ballast = disk / "ballast"
+    with open(ballast, "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * (1 << 20))
+            f.flush()
+    return ballast
+
+
+def stopped_by_a_full_disk(folder: Path, out: Path, cwd: Path, budget_s: float) -> None:
+    """The final run resumed on a full disk stops in one line with exit 75, losing nothing: freed, the
+    same command continues it (checked by the caller)."""
+    ballast = fill(out)
+    full = start(folder, out, cwd, budget_s)
+    said = finish(full, timeout=300)
+    assert full.returncode == HOST_FAULT_EXIT, said[-3000:]
+    last = said.strip().splitlines()[-1]
+    assert last.startswith(f"error: the disk at {out}") and "free space there and run the same command" in last, last
+    assert "stopped in the final phase" in last and "Traceback" not in said, said[-3000:]
+    ballast.unlink()
+
+
 def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     folder, out = digits_folder(tmp_path), tmp_path / "run"
+    with own_disk(out) as mounted:
+        stopped_and_killed(folder, out, tmp_path, full_disk=mounted)
+
+
+def stopped_and_killed(folder: Path, out: Path, tmp_path: Path, *, full_disk: bool) -> None:
     budget_s = budget_here(folder, tmp_path)
     killed = start(folder, out, tmp_path, budget_s)
     wait_until(killed, lambda: phase_state(out, "preflight") == "running", "the preflight")
@@ -143,6 +190,8 @@ def test_a_run_stopped_and_killed_continues_to_a_model(tmp_path: Path) -> None:
     assert len(set(after.values())) == len(after)  # each (configuration, seed) finished once
     os.killpg(second.pid, signal.SIGKILL)  # the machine went away: run and workers at once
     second.wait()
+    if full_disk:
+        stopped_by_a_full_disk(folder, out, tmp_path, budget_s)
 
     third = start(folder, out, tmp_path, budget_s)
     said = finish(third, timeout=600)

@@ -19,7 +19,7 @@ from hpo.run.options import worker_count
 from hpo.run.sizing import complete_seconds
 from hpo.run.split import decide_runs
 from hpo.run.state import SPEC_FILE, Run, publish, run_spec, search_study
-from hpo.service.local import LocalWorkers, follow, start_workers, stop_workers
+from hpo.service.local import LocalWorkers, follow, host_fault, start_workers, stop_workers
 from hpo.service.study import progress, require_spec
 from hpo.service.trials import own_trials
 
@@ -56,6 +56,9 @@ def serve(run: Run, study: optuna.Study, phase: str) -> None:
                prefix=f"[{phase}] ")  # fmt: skip
     finally:
         stop_workers(procs)  # SIGTERM: a running trial is queued for retry
+    fault = host_fault(procs, f"{phase} phase")
+    if fault is not None:
+        raise fault
 
 
 def search(run: Run) -> None:
