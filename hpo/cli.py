@@ -7,6 +7,7 @@ import functools
 import inspect
 import os
 import signal
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -16,7 +17,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from hpo import __version__
-from hpo.errors import HOST_FAULT_EXIT, HostFault, HpoError
+from hpo.errors import HOST_FAULT_EXIT, HostFault, HpoError, disk_full_at, is_disk_full
 from hpo.service.names import DEFAULT_ARTIFACTS
 
 # Renamed long options, old name → new: old scripts keep working, help shows only the new name.
@@ -101,6 +102,11 @@ def command(name: str) -> Callable[[F], F]:
             except HpoError as err:
                 typer.echo(f"error: {err}", err=True)
                 raise typer.Exit(HOST_FAULT_EXIT if isinstance(err, HostFault) else 2) from None
+            except Exception as err:  # a write no layer below said in words: still one line, if the disk is full
+                if not is_disk_full(err):
+                    raise
+                typer.echo(f"error: {disk_full_at(err, [Path.cwd(), Path(tempfile.gettempdir())])}", err=True)
+                raise typer.Exit(HOST_FAULT_EXIT) from None
             except KeyboardInterrupt:
                 typer.echo("interrupted", err=True)
                 raise typer.Exit(130) from None

@@ -125,7 +125,8 @@ def disk_full_at(
     if named is not None:
         return DiskFull(Path(str(named)).parent, need=need, what=what)
     known = [(free, p) for p in places if (free := free_bytes(p)) is not None]
-    return DiskFull(min(known)[1] if known else Path.cwd(), need=need, what=what)
+    fullest = min(known, key=lambda known_place: known_place[0])[1] if known else Path.cwd()  # the first of equals
+    return DiskFull(fullest, need=need, what=what)
 
 
 def require_space(path: Path, need: int, what: str) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpo.errors import ConfigError, HpoError
+from hpo.errors import ConfigError, HpoError, disk_full_at, is_disk_full, require_space
 from hpo.files import JsonObject
 from hpo.outputs import output_folder, write_output
 from hpo.records import TrialRecord, params_of
@@ -23,6 +24,7 @@ from hpo.spec.params import Params
 from hpo.spec.sampling import SAMPLING_FIELDS, SamplingConfig
 from hpo.spec.spec import SAMPLING_TYPES, Spec, spec_from_dict
 from hpo.spec.typed import coerce
+from hpo.training.checkpoint import trial_disk_bytes
 from hpo.training.data import load_data
 
 log = logging.getLogger("hpo")
@@ -83,8 +85,15 @@ def train_run(
     if known_best is not None and not fixed_sampling:
         watch = known_best
     ends = Ends(Deadline(deadline) if deadline is not None else None, stop_when_copying)
-    summary = train_scored(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, ends=ends)
-    write_output(out / "summary.json", json.dumps(summary, indent=2))
+    need, what = trial_disk_bytes(cfg, data), "this run's checkpoints"
+    require_space(out, need, what)
+    try:
+        summary = train_scored(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, ends=ends)
+        write_output(out / "summary.json", json.dumps(summary, indent=2))
+    except Exception as err:  # the checkpoint is written atomically: the same command resumes from it
+        if is_disk_full(err):
+            raise disk_full_at(err, [out, Path(tempfile.gettempdir())], need=need, what=what) from err
+        raise
     return summary
 
 

@@ -56,4 +56,11 @@ class TensorBoardRun:
         self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        """Closed even when its file cannot be written (a full disk): else tensorboardX's own exit hook
+        flushes it again and prints a traceback as the process ends."""
+        writers = list((self.writer.all_writers or {}).values())
+        try:
+            self.writer.close()
+        finally:
+            for file_writer in writers:  # tensorboardX's EventFileWriter: closed means its exit hook does nothing
+                file_writer.event_writer._closed = True

@@ -176,3 +176,47 @@ def test_a_study_launched_with_name_resumes_under_the_same_command(tmp_path: Pat
     changed = write_spec(tmp_path, "changed.yaml", train={"kimg": 1.2})
     other = hpo_in_process("launch", str(changed), *args[2:], url=url, cwd=tmp_path)
     assert other.returncode == 2 and "changed: train.kimg" in other.stderr  # a real change is still refused
+
+
+def test_hpo_train_on_a_disk_that_fills_mid_run_stops_in_one_line_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.cli import hpo_in_process
+
+    spec = write_spec(tmp_path, train={"kimg": 0.8, "num_evals": 2})
+    real_save, saves = trainer_module.atomic_save, []
+
+    def fills_after_one(obj: object, path: Path) -> None:
+        saves.append(path)
+        if len(saves) > 1:
+            raise RuntimeError(TORCH_FULL)
+        real_save(obj, path)
+
+    monkeypatch.setattr(trainer_module, "atomic_save", fills_after_one)
+    out = tmp_path / "run"
+    full = hpo_in_process("train", str(spec), "-o", str(out), "--threads", "1", cwd=tmp_path)
+    assert full.returncode == HOST_FAULT_EXIT
+    last = full.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: the disk at {out} is full (") and "this run's checkpoints needs" in last
+    assert (out / "checkpoint.pt").is_file()  # the first evaluation point's, kept
+    monkeypatch.undo()
+    again = hpo_in_process("train", str(spec), "-o", str(out), "--threads", "1", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from" in again.stderr
+
+
+def test_a_tensorboard_file_that_cannot_be_written_is_closed_without_an_exit_hook_traceback(tmp_path: Path) -> None:
+    from hpo.tracking.base import RunInfo
+    from hpo.tracking.tensorboard import TensorBoardRun
+
+    run = TensorBoardRun(tmp_path / "tb", RunInfo("s", 0, {}))
+    (file_writer,) = run.writer.all_writers.values()
+    events = file_writer.event_writer
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    events._ev_writer.flush = full
+    with pytest.raises(OSError):
+        run.close()
+    assert events._closed  # tensorboardX's atexit cleanup finds it closed and writes nothing
