@@ -1,4 +1,4 @@
-"""Image data: sources, a seeded train/validation split, and an on-disk cache of uint8 tensors.
+"""Image data: sources, a seeded train/validation split, and a memory-mapped on-disk cache of uint8 images.
 
 Images are stored as uint8 (N, C, H, W) and mapped to the model's [-1, 1] range only on the fly
 (:func:`to_model_range`); :func:`to_uint8` is the one way back, used for grids and FID.
@@ -22,7 +22,7 @@ from PIL import Image
 from hpo.errors import DataError
 from hpo.records import DataSummary
 from hpo.spec.config import DataConfig
-from hpo.training.checkpoint import atomic_save
+from hpo.training.cache import CachedSet, CacheFiles, cached
 from hpo.training.images import UnreadableImage, open_rgb
 from hpo.training.shapes import render_shapes
 
@@ -87,29 +87,22 @@ def to_uint8(x: torch.Tensor) -> torch.Tensor:
 
 
 def load_data(cfg: DataConfig) -> ImageData:
-    """Load, preprocess (once, cached on disk) and split the configured images."""
+    """Load, preprocess (once per host, cached on disk) and split the configured images. The images
+    are views of the cache's read-only mapping (:mod:`hpo.training.cache`): every process of a host
+    shares one copy, and index batches rather than convert the whole set."""
     fingerprint = source_fingerprint(cfg)
     options = {k: getattr(cfg, k) for k in ("image_size", "val_fraction", "split_seed", "max_images")}
     key = hashlib.sha256(json.dumps([CACHE_VERSION, fingerprint, options], sort_keys=True).encode()).hexdigest()[:16]
-    cache = cfg.cache_path / f"data-{key}.pt"
-    if cache.exists():
-        blob = torch.load(cache, weights_only=True)
-        names, skipped = tuple(blob.pop("class_names")), tuple(tuple(s) for s in blob.pop("skipped"))
-        return ImageData(class_names=names, key=key, skipped=skipped, **blob)
-    images, labels, names, skipped = read_source(cfg)
-    data = replace(split(images, labels, names, cfg, key), skipped=skipped)
-    atomic_save(
-        {
-            "train_images": data.train_images,
-            "train_labels": data.train_labels,
-            "val_images": data.val_images,
-            "val_labels": data.val_labels,
-            "class_names": list(names),
-            "skipped": [list(s) for s in skipped],
-        },
-        cache,
+
+    def build() -> CachedSet:
+        images, labels, names, skipped = read_source(cfg)
+        data = split(images, labels, names, cfg, key)
+        return CachedSet(data.train_images, data.train_labels, data.val_images, data.val_labels, names, skipped)
+
+    part = cached(CacheFiles.of(cfg.cache_path, key), key, build)
+    return ImageData(
+        part.train_images, part.train_labels, part.val_images, part.val_labels, part.class_names, key, part.skipped
     )
-    return data
 
 
 def held_out_count(n: int, val_fraction: float) -> int:
