@@ -55,6 +55,11 @@ class ImageData:
     def image_size(self) -> int:
         return int(self.train_images.shape[-1])
 
+    @property
+    def nbytes(self) -> int:
+        """The images' bytes, training and held-out."""
+        return sum(t.numel() * t.element_size() for t in (self.train_images, self.val_images))
+
     def summary(self) -> DataSummary:
         """What the study trained on, in numbers the report's header shows."""
         return DataSummary(
