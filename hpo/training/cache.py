@@ -11,7 +11,9 @@ writes it atomically: the images first, the JSON last, each renamed into place, 
 always describes a complete images file. A cache whose JSON is unreadable, whose images file has the
 wrong size, or whose first and last MiB no longer match their digest is removed and rebuilt, with one
 warning line. ``data-KEY.pt`` (the ``torch.save`` format before this one, same key) is converted
-rather than rebuilt from the source, and left where it is.
+rather than rebuilt from the source, and left where it is. A folder is decoded into a scratch file
+beside the cache (:class:`ScratchImages`) and written out a chunk at a time (:class:`Part`), so a
+set larger than memory is built as well as read.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+import numpy as np
 import torch
 from filelock import FileLock
 
@@ -52,6 +57,39 @@ class CachedSet:
     train_labels: torch.Tensor
     val_images: torch.Tensor
     val_labels: torch.Tensor
+    class_names: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows of ``images`` (and ``labels``) in the order ``index`` gives (None: all, as they are): what
+    a cache writes, a chunk at a time, so a set read into a mapped scratch file is never gathered whole."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    index: torch.Tensor | None = None
+
+    @property
+    def rows(self) -> int:
+        return int(self.images.shape[0] if self.index is None else self.index.shape[0])
+
+    def chunks(self, size: int = 4096) -> Iterator[torch.Tensor]:
+        for first in range(0, self.rows, size):
+            rows = slice(first, first + size) if self.index is None else self.index[first : first + size]
+            yield self.images[rows]
+
+    def gathered_labels(self) -> torch.Tensor:
+        return self.labels if self.index is None else self.labels[self.index]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A split data set to cache: its training part, its held-out part, the class names and the
+    source files skipped (with why)."""
+
+    train: Part
+    val: Part
     class_names: tuple[str, ...]
     skipped: tuple[tuple[str, str], ...]
 
@@ -108,36 +146,84 @@ def disk_full_message(folder: Path, needed: int, free: int) -> str:
     )
 
 
-def write_cache(files: CacheFiles, part: CachedSet, key: str) -> None:
+def write_cache(files: CacheFiles, parts: Parts, key: str) -> None:
     """The images file, then the JSON that says it is complete; each atomically."""
-    n_train, n_val = int(part.train_images.shape[0]), int(part.val_images.shape[0])
-    shape = [int(s) for s in part.train_images.shape[1:]]
-    item = int(part.train_images[0].numel())
+    n_train, n_val = parts.train.rows, parts.val.rows
+    shape = [int(s) for s in parts.train.images.shape[1:]]
+    item = int(parts.train.images[0].numel())
     at = layout(n_train, n_val, item)
     files.images.parent.mkdir(parents=True, exist_ok=True)
     require_space(files.images.parent, at["size"])
-    try:
-        with replacing(files.images) as tmp, open(tmp, "wb") as f:
-            for images in (part.train_images, part.val_images):
-                f.write(images.contiguous().numpy().tobytes())
-            f.write(b"\0" * (at["labels_at"] - (n_train + n_val) * item))
-            for labels in (part.train_labels, part.val_labels):
-                f.write(labels.to(torch.int64).contiguous().numpy().tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as err:
-        if err.errno == errno.ENOSPC:
-            free = shutil.disk_usage(files.images.parent).free
-            raise DataError(disk_full_message(files.images.parent, at["size"], free)) from err
-        raise
+    with disk_full_said(files.images.parent, at["size"]), replacing(files.images) as tmp, open(tmp, "wb") as f:
+        for part in (parts.train, parts.val):
+            for chunk in part.chunks():
+                f.write(chunk.contiguous().numpy().tobytes())
+        f.write(b"\0" * (at["labels_at"] - (n_train + n_val) * item))
+        for part in (parts.train, parts.val):
+            f.write(part.gathered_labels().to(torch.int64).contiguous().numpy().tobytes())
+        f.flush()
+        os.fsync(f.fileno())
     meta: dict[str, object] = {
         "format": FORMAT, "key": key, "shape": shape, "n_train": n_train, "n_val": n_val, **at,
-        "class_names": list(part.class_names), "skipped": [list(s) for s in part.skipped],
+        "class_names": list(parts.class_names), "skipped": [list(s) for s in parts.skipped],
         "digest": edge_digest(files.images, at["size"]),
     }  # fmt: skip
     meta["check"] = meta_digest(meta)
     with replacing(files.meta) as tmp:
         tmp.write_text(json.dumps(meta))
+
+
+@contextmanager
+def disk_full_said(folder: Path, needed: int) -> Iterator[None]:
+    """A full disk while writing (ENOSPC) as one line with the size needed; other errors as they are."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise DataError(disk_full_message(folder, needed, shutil.disk_usage(folder).free)) from err
+        raise
+
+
+class ScratchImages:
+    """Decoded images appended one at a time: to a scratch file in ``folder`` (mapped when complete and
+    unlinked at once, so a folder larger than memory is never held whole), or in memory without one."""
+
+    def __init__(self, folder: Path | None, shape: tuple[int, ...], expected: int) -> None:
+        self.folder, self.shape, self.expected = folder, shape, expected
+        self.count = 0
+        self.arrays: list[np.ndarray] = []
+        self.path = None if folder is None else folder / f".decode-{os.getpid()}.u8"
+        self.file: BinaryIO | None = None
+
+    def __enter__(self) -> ScratchImages:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = open(self.path, "wb")
+        return self
+
+    def add(self, image: np.ndarray) -> None:
+        if self.file is None:
+            self.arrays.append(image)
+        else:
+            assert self.folder is not None
+            with disk_full_said(self.folder, self.expected * image.nbytes):
+                self.file.write(image.tobytes())
+        self.count += 1
+
+    def images(self) -> torch.Tensor:
+        if self.count == 0:
+            return torch.empty((0, *self.shape), dtype=torch.uint8)
+        if self.file is None:
+            return torch.from_numpy(np.stack(self.arrays))
+        self.file.flush()
+        size = self.count * int(np.prod(self.shape))
+        return torch.from_file(str(self.path), shared=False, size=size, dtype=torch.uint8).view(self.count, *self.shape)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)  # a mapping of it stays readable until it is dropped
 
 
 def read_meta(files: CacheFiles, key: str) -> dict[str, object]:
@@ -174,11 +260,11 @@ def map_cache(files: CacheFiles, key: str) -> CachedSet:
     )  # fmt: skip
 
 
-def read_legacy(path: Path) -> CachedSet:
+def read_legacy(path: Path) -> Parts:
     """A ``torch.save`` cache of the format before this one, mapped rather than read."""
     blob = torch.load(path, mmap=True, weights_only=True)
-    return CachedSet(
-        blob["train_images"], blob["train_labels"], blob["val_images"], blob["val_labels"],
+    return Parts(
+        Part(blob["train_images"], blob["train_labels"]), Part(blob["val_images"], blob["val_labels"]),
         tuple(blob["class_names"]), tuple((str(f), str(r)) for f, r in blob["skipped"]),
     )  # fmt: skip
 
@@ -196,7 +282,7 @@ def open_valid(files: CacheFiles, key: str) -> CachedSet | None:
         return None
 
 
-def cached(files: CacheFiles, key: str, build: Callable[[], CachedSet]) -> CachedSet:
+def cached(files: CacheFiles, key: str, build: Callable[[], Parts]) -> CachedSet:
     """The mapped cache of ``key``, built once per host: the first process builds it under a file
     lock, the others wait for the lock and map what it wrote."""
     try:  # a sound cache needs no lock
@@ -214,8 +300,8 @@ def cached(files: CacheFiles, key: str, build: Callable[[], CachedSet]) -> Cache
         found = open_valid(files, key)
         if found is not None:
             return found
-        part = read_legacy(files.legacy) if files.legacy.exists() else build()
-        write_cache(files, part, key)
+        parts = read_legacy(files.legacy) if files.legacy.exists() else build()
+        write_cache(files, parts, key)
         log.info("data cache written: %s (%.0f MB)", files.images, files.images.stat().st_size / 1e6)
         return map_cache(files, key)  # the builder too holds the mapping, not its own copy
     finally:

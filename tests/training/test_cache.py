@@ -112,3 +112,13 @@ def test_a_disk_too_small_for_the_cache_says_how_much_it_needs(tmp_path: Path, m
     with pytest.raises(DataError, match=r"the data cache needs 5 MB and the disk has 1 MB free; free some space"):
         load_data(cfg)
     assert not list(tmp_path.glob("data-*.u8")) and not list(tmp_path.glob("data-*.json"))
+
+
+def test_a_folder_is_decoded_into_a_scratch_file_not_held_in_memory(tmp_path: Path) -> None:
+    write_images(tmp_path / "imgs", 12)
+    (tmp_path / "imgs" / "broken.png").write_bytes(b"not a png")
+    in_memory = data_module.read_folder(tmp_path / "imgs", 16)
+    mapped = data_module.read_folder(tmp_path / "imgs", 16, scratch=tmp_path / "scratch")
+    assert torch.equal(in_memory[0], mapped[0]) and torch.equal(in_memory[1], mapped[1])
+    assert mapped[3] == in_memory[3] and len(mapped[3]) == 1  # the broken file, skipped and named
+    assert not list((tmp_path / "scratch").iterdir())  # the scratch file is gone; its mapping stays readable
