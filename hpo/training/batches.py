@@ -56,23 +56,31 @@ def host_memory_bytes() -> int:
     return available or (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def planned_placement(nbytes: int, *, gpu_free_bytes: int | None, host_bytes: int) -> str:
+    """The rule, on numbers: ``device`` when a GPU's free memory takes the set in :data:`RESIDENT_SHARE`
+    of it, else ``streamed`` over :data:`STREAM_SHARE` of the host's memory, else ``host``."""
+    if gpu_free_bytes is not None and nbytes <= RESIDENT_SHARE * gpu_free_bytes:
+        return "device"
+    return "streamed" if nbytes > STREAM_SHARE * host_bytes else "host"
+
+
 def placement(nbytes: int, device: torch.device, *, host_bytes: int | None = None) -> str:
     """Where a set of ``nbytes`` trains on ``device``: ``device``, ``host`` or ``streamed`` (module doc)."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        if nbytes <= RESIDENT_SHARE * free:
-            return "device"
-    memory = host_memory_bytes() if host_bytes is None else host_bytes
-    return "streamed" if nbytes > STREAM_SHARE * memory else "host"
+    free = int(torch.cuda.mem_get_info(device)[0]) if device.type == "cuda" else None
+    return planned_placement(nbytes, gpu_free_bytes=free, host_bytes=host_bytes or host_memory_bytes())
 
 
-def placement_rule() -> str:
-    """The rule of :func:`placement` in words, for plans."""
-    return (
-        f"the set lives on the GPU when it takes ≤ {RESIDENT_SHARE:.0%} of the GPU's free memory; otherwise "
-        f"batches are gathered from the shared cache on the host (one copy per host) and streamed from disk "
-        f"when the set is over {STREAM_SHARE:.0%} of the memory a worker may use"
-    )
+def placement_words(where: str, nbytes: int) -> str:
+    """One line for a plan: where a set of ``nbytes`` will train, and the rule that says so."""
+    size = f"the images take {nbytes / 1e9:.2f} GB as uint8"
+    rule = {
+        "device": f"kept on the GPU (≤ {RESIDENT_SHARE:.0%} of its memory)",
+        "host": f"one shared copy per host, batches copied to the device (over {RESIDENT_SHARE:.0%} of a GPU's "
+        f"memory or no GPU; under {STREAM_SHARE:.0%} of the host's)",
+        "streamed": f"streamed from the cache on disk, the OS paging batches in (over {STREAM_SHARE:.0%} of the "
+        "memory a worker may use)",
+    }[where]
+    return f"data: {size}; {rule}"
 
 
 class BatchSource:

@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 
 from hpo.spec.config import DataConfig
-from hpo.training.batches import STREAM_SHARE, BatchSource, batch_indices, placement
+from hpo.training.batches import STREAM_SHARE, BatchSource, batch_indices, placement, planned_placement
 from hpo.training.data import load_data
 from hpo.training.trainer import Trainer
 from tests.conftest import tiny_config
@@ -57,3 +57,10 @@ def test_a_trainer_on_the_cpu_trains_from_the_mapped_cache_without_copying_it(tm
     trainer.run_steps(3)
     assert trainer.step == 3
     trainer.batches.close()
+
+
+def test_the_set_lives_on_a_gpu_only_where_it_leaves_the_network_room() -> None:
+    gib = 2**30
+    assert planned_placement(gib, gpu_free_bytes=8 * gib, host_bytes=64 * gib) == "device"
+    assert planned_placement(3 * gib, gpu_free_bytes=8 * gib, host_bytes=64 * gib) == "host"
+    assert planned_placement(40 * gib, gpu_free_bytes=80 * gib, host_bytes=64 * gib) == "streamed"
