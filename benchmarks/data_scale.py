@@ -17,6 +17,8 @@ with no cache (it builds it), with the cache on disk but not in memory, and with
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import os
 import statistics
 import subprocess
@@ -36,7 +38,7 @@ from hpo.training.data import ImageData, load_data
 from hpo.training.shapes import render_shapes
 from hpo.training.trainer import Trainer
 
-NET = {"base_channels": 16, "channel_mult": (1, 2), "num_res_blocks": 1, "dropout": 0.0, "device": "cpu"}
+NET = {"base_channels": 8, "channel_mult": (1, 2), "num_res_blocks": 1, "dropout": 0.0, "device": "cpu"}
 NET_EXTRA = {"batch_size": 32, "val_images": 64, "kimg": 1000.0}
 LOADERS = ("old", "new")
 
@@ -84,6 +86,8 @@ def worker(args: argparse.Namespace) -> None:
     trainer.run_steps(1)
     print("first", flush=True)
     trainer.run_steps(args.steps - 1)
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap back to the OS: the trainer's leftovers are noise here
     print("ready", flush=True)
     sys.stdin.readline()
 
@@ -102,8 +106,21 @@ def pss(pid: int) -> int:
     raise RuntimeError(f"no Pss for {pid}")
 
 
-def summed_pss(cfg: DataConfig, loader: str, workers: int) -> int:
-    """Summed PSS of ``workers`` processes once each has trained 4 steps (all alive at once)."""
+def mapped_pss(pid: int, path: Path) -> int:
+    """PSS of the mappings of ``path`` in process ``pid`` (``/proc/PID/smaps``)."""
+    total, inside = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].endswith(":"):  # a mapping's header: address range, ..., path
+            inside = fields[-1] == str(path)
+        elif inside and fields[0] == "Pss:":
+            total += int(fields[1]) * 1024
+    return total
+
+
+def summed_pss(cfg: DataConfig, loader: str, workers: int, data_file: Path) -> tuple[int, int]:
+    """Summed PSS of ``workers`` processes once each has trained 4 steps (all alive at once), and the
+    part of it that maps ``data_file``."""
     procs = [spawn(cfg, loader, 4) for _ in range(workers)]
     for p in procs:
         assert p.stdout is not None
@@ -111,9 +128,10 @@ def summed_pss(cfg: DataConfig, loader: str, workers: int) -> int:
             if not line:
                 raise RuntimeError(f"a {loader} worker ended early")
     total = sum(pss(p.pid) for p in procs)
+    mapped = sum(mapped_pss(p.pid, data_file) for p in procs)
     for p in procs:
         p.communicate("\n", timeout=60)
-    return total
+    return total, mapped
 
 
 def first_step_seconds(cfg: DataConfig) -> float:
@@ -161,11 +179,18 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         out["first_step_warm_s"] = first_step_seconds(cfg)
         for c in (cfg, small_cfg):
             write_legacy(c)
+        data_file = CacheFiles.of(cfg.cache_path, data.key).images
         for loader in LOADERS:
-            share = summed_pss(cfg, loader, args.workers) - summed_pss(small_cfg, loader, args.workers)
+            total, mapped = summed_pss(cfg, loader, args.workers, data_file)
+            share = total - summed_pss(small_cfg, loader, args.workers, data_file)[0]
+            out[f"{loader}_pss_mb"], out[f"{loader}_file_pss_mb"] = total / 1e6, mapped / 1e6
             out[f"{loader}_data_pss_mb"] = share / 1e6
             out[f"{loader}_data_per_set"] = share / data.nbytes
-            print(f"{loader}: {args.workers} workers hold {share / 1e6:,.0f} MB for the data", flush=True)
+            print(
+                f"{loader}: {args.workers} workers: summed PSS {total / 1e6:,.0f} MB, {share / 1e6:,.0f} MB over "
+                f"the same on 1k images, {mapped / 1e6:,.0f} MB of it the mapped cache file",
+                flush=True,
+            )
         rates: dict[str, list[float]] = {loader: [] for loader in LOADERS}
         waits: dict[str, list[float]] = {loader: [] for loader in LOADERS}
         old = old_load(cfg)
@@ -189,6 +214,11 @@ def report(out: dict[str, float], args: argparse.Namespace) -> None:
         f"{'data in summed PSS, MB':28}{out['old_data_pss_mb']:>18,.0f}{out['new_data_pss_mb']:>14,.0f}"
         f"   ×set: {out['old_data_per_set']:.2f} vs {out['new_data_per_set']:.2f}"
     )
+    print(f"{'summed PSS, MB':28}{out['old_pss_mb']:>18,.0f}{out['new_pss_mb']:>14,.0f}")
+    print(
+        f"{'cache file pages in it, MB':28}{out['old_file_pss_mb']:>18,.0f}{out['new_file_pss_mb']:>14,.0f}"
+        f"   ×set: {out['new_file_pss_mb'] / out['set_mb']:.2f} (new)"
+    )
     print(
         f"{'images/s (median)':28}{out['old_images_per_s']:>18,.0f}{out['new_images_per_s']:>14,.0f}"
         f"   new/old: {out['new_images_per_s'] / out['old_images_per_s']:.3f}"
@@ -198,7 +228,7 @@ def report(out: dict[str, float], args: argparse.Namespace) -> None:
         f"time to first step: no cache {out['first_step_cold_s']:.1f} s, cache on disk only "
         f"{out['first_step_disk_s']:.1f} s, cache in memory {out['first_step_warm_s']:.1f} s"
     )
-    print(f"ratio (data share, old/new): {out['old_data_pss_mb'] / max(out['new_data_pss_mb'], 1e-9):.1f}×")
+    print(f"ratio (summed PSS, old/new): {out['old_pss_mb'] / out['new_pss_mb']:.2f}×")
 
 
 def main() -> None:
