@@ -44,16 +44,32 @@ def batch_indices(n: int, batch: int, step: int, seed: int) -> torch.Tensor:
 
 def host_memory_bytes() -> int:
     """The memory this process may use: the host's available memory (free and reclaimable cache),
-    or the cgroup's limit where one is set and lower."""
+    or its cgroup's limit where one is set and lower."""
     available = 0
     with open("/proc/meminfo") as f:
         for line in f:
             if line.startswith("MemAvailable:"):
                 available = int(line.split()[1]) * 1024
-    limit = Path("/sys/fs/cgroup/memory.max")
-    if limit.exists() and limit.read_text().strip().isdigit():
-        available = min(available, int(limit.read_text()))
-    return available or (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    available = available or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = cgroup_limit()
+    return available if limit is None else min(available, limit)
+
+
+def cgroup_limit(root: Path = Path("/")) -> int | None:
+    """The lowest memory limit of this process's cgroup: v2's ``memory.max`` or v1's
+    ``memory.limit_in_bytes``, of its own group (``/proc/self/cgroup``) or of the mount's root (a
+    container's view); None when none is set."""
+    mount = root / "sys/fs/cgroup"
+    candidates = [mount / "memory.max", mount / "memory" / "memory.limit_in_bytes"]
+    membership = root / "proc/self/cgroup"
+    for line in membership.read_text().splitlines() if membership.exists() else []:
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":
+            candidates.append(mount / group.lstrip("/") / "memory.max")
+        elif "memory" in controllers.split(","):
+            candidates.append(mount / "memory" / group.lstrip("/") / "memory.limit_in_bytes")
+    limits = [int(text) for path in candidates if path.is_file() and (text := path.read_text().strip()).isdigit()]
+    return min(limits) if limits else None
 
 
 def planned_placement(nbytes: int, *, gpu_free_bytes: int | None, host_bytes: int) -> str:

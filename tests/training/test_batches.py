@@ -5,7 +5,14 @@ from pathlib import Path
 import torch
 
 from hpo.spec.config import DataConfig
-from hpo.training.batches import STREAM_SHARE, BatchSource, batch_indices, placement, planned_placement
+from hpo.training.batches import (
+    STREAM_SHARE,
+    BatchSource,
+    batch_indices,
+    cgroup_limit,
+    placement,
+    planned_placement,
+)
 from hpo.training.data import load_data
 from hpo.training.trainer import Trainer
 from tests.conftest import tiny_config
@@ -64,3 +71,19 @@ def test_the_set_lives_on_a_gpu_only_where_it_leaves_the_network_room() -> None:
     assert planned_placement(gib, gpu_free_bytes=8 * gib, host_bytes=64 * gib) == "device"
     assert planned_placement(3 * gib, gpu_free_bytes=8 * gib, host_bytes=64 * gib) == "host"
     assert planned_placement(40 * gib, gpu_free_bytes=80 * gib, host_bytes=64 * gib) == "streamed"
+
+
+def test_a_cgroup_limit_v1_or_v2_bounds_the_memory_a_worker_may_use(tmp_path: Path) -> None:
+    assert cgroup_limit(tmp_path) is None  # no cgroup files: no limit
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text("4:memory:/jobs/42\n0::/jobs/42\n")
+    v1 = tmp_path / "sys/fs/cgroup/memory/jobs/42"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "unlimited"
+    (tmp_path / "sys/fs/cgroup/jobs/42").mkdir(parents=True)
+    (tmp_path / "sys/fs/cgroup/jobs/42/memory.max").write_text("max\n")
+    assert cgroup_limit(tmp_path) == 9223372036854771712
+    (v1 / "memory.limit_in_bytes").write_text("2147483648\n")
+    assert cgroup_limit(tmp_path) == 2**31
+    (tmp_path / "sys/fs/cgroup/jobs/42/memory.max").write_text("1073741824\n")
+    assert cgroup_limit(tmp_path) == 2**30
