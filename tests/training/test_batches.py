@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import pytest
 import torch
 
 from hpo.spec.config import DataConfig
+from hpo.training import batches as batches_module
 from hpo.training.batches import (
     STREAM_SHARE,
     BatchSource,
@@ -87,3 +90,15 @@ def test_a_cgroup_limit_v1_or_v2_bounds_the_memory_a_worker_may_use(tmp_path: Pa
     assert cgroup_limit(tmp_path) == 2**31
     (tmp_path / "sys/fs/cgroup/jobs/42/memory.max").write_text("1073741824\n")
     assert cgroup_limit(tmp_path) == 2**30
+
+
+def test_a_set_over_half_a_workers_memory_trains_streamed_from_the_mapping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = load_data(DataConfig(source="shapes", image_size=8, num_images=60, cache_dir=str(tmp_path)))
+    monkeypatch.setattr(batches_module, "host_memory_bytes", lambda: data.nbytes)  # a worker capped at the set
+    trainer = Trainer(tiny_config(), data, CPU)
+    assert trainer.placement == "streamed" and trainer.data.train_images is data.train_images
+    trainer.run_steps(9)
+    assert trainer.step == 9 and all(math.isfinite(v) for v in trainer.losses)
+    trainer.batches.close()
