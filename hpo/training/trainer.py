@@ -32,7 +32,7 @@ from hpo.training.mup import param_groups
 from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
 from hpo.training.telemetry import Hardware, Nvml, Telemetry, rss_mb, summarise_hardware
-from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
+from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe, pixel_moments
 
 log = logging.getLogger("hpo.train")
 
@@ -201,8 +201,13 @@ class Trainer:
         self.schedule = make_schedule(cfg)
         self.generator = torch.Generator(device).manual_seed(cfg.seed)
         images, levels = cfg.val_images, cfg.val_noise_levels
-        self.probe: ValidationProbe = make_probe(self.data, num_images=images, num_levels=levels, device=device)
-        self.train_probe = make_probe(self.data, num_images=images, num_levels=levels, split="train", device=device)
+        moments = pixel_moments(self.data.train_images)  # one pass over the set for both probes
+        self.probe: ValidationProbe = make_probe(
+            self.data, num_images=images, num_levels=levels, device=device, moments=moments
+        )
+        self.train_probe = make_probe(
+            self.data, num_images=images, num_levels=levels, split="train", device=device, moments=moments
+        )
         self.step = 0
         self.ended_early = False  # ``end_early`` said so: a resumed run stays ended there
         self.losses: list[float] = []
