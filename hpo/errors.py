@@ -76,13 +76,16 @@ class DiskFull(HostFault):
     """A write failed, or would fail, for want of space at ``path``; the message says where, how much is
     free, what the next write needs, and the fix. The trial that met it goes back to the queue."""
 
-    def __init__(self, path: Path, *, need: int | None = None, what: str = "the next write") -> None:
+    def __init__(
+        self, path: Path, *, need: int | None = None, what: str = "the next write", elsewhere: str | None = None
+    ) -> None:
         self.path = path
         self.need = need
         free = free_bytes(path)
         needs = f", {what} needs {need / MB:.0f} MB" if need is not None else ""
         have = f"{free / MB:.0f} MB free" if free is not None else "its free space unknown"
-        super().__init__(f"the disk at {path} is full ({have}{needs}): free space there and run the same command")
+        fix = f"free space there (or {elsewhere})" if elsewhere else "free space there"
+        super().__init__(f"the disk at {path} is full ({have}{needs}): {fix} and run the same command")
 
 
 def causes(err: BaseException | None, limit: int = 10) -> Iterator[BaseException]:
@@ -129,8 +132,9 @@ def disk_full_at(
     return DiskFull(fullest, need=need, what=what)
 
 
-def require_space(path: Path, need: int, what: str) -> None:
-    """Raise :class:`DiskFull` before a write of about ``need`` bytes under ``path`` that would not fit."""
+def require_space(path: Path, need: int, what: str, *, elsewhere: str | None = None) -> None:
+    """Raise :class:`DiskFull` before a write of about ``need`` bytes under ``path`` that would not fit;
+    ``elsewhere``: the other fix, where there is one (another folder for it)."""
     free = free_bytes(path)
     if free is not None and free < need:
-        raise DiskFull(path, need=need, what=what)
+        raise DiskFull(path, need=need, what=what, elsewhere=elsewhere)

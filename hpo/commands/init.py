@@ -40,6 +40,7 @@ def summary(plan: Plan, out: Path, *, timed: str | None) -> list[str]:
         f"kimg; the data supports {b.supported_kimg:g} kimg before memorising is likely",
         f"batch sizes {', '.join(map(str, se.batch_sizes))} for {plan.machine.words}: "
         f"~{net.need(se.batch_sizes[-1]) / 2**30:.1f} GiB at {se.batch_sizes[-1]} by the doctor's count",
+        plan.data_words(),
         f"score: {sc.features} FID on {sc.num_samples} samples ({sc.dims} feature dimensions)"
         + ("" if sc.features == "classifier" or sc.weights_present else "; run `hpo fetch-weights` first"),
         timed or f"study time: `hpo doctor {out}` (without --fast) on that machine times a few steps and predicts it",

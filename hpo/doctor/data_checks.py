@@ -66,15 +66,16 @@ def source_files(cfg: DataConfig) -> Check:
 
 
 def duplicates_and_constants(data: ImageData) -> list[Check]:
-    images = torch.cat([data.train_images, data.val_images]).cpu()
-    digests = Counter(hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in images)
+    parts = [data.train_images.cpu(), data.val_images.cpu()]  # views of the shared cache: read, not copied
+    train, val = ([hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in part] for part in parts)
+    digests = Counter(train + val)
     dupes = sum(n - 1 for n in digests.values() if n > 1)
-    leak = len(
-        {hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in data.train_images.cpu()}
-        & {hashlib.sha1(im.numpy().tobytes()).hexdigest() for im in data.val_images.cpu()}
+    leak = len(set(train) & set(val))
+    flat = sum(
+        int((part[i : i + 1024].float().flatten(1).std(dim=1) < 2.0).sum())
+        for part in parts
+        for i in range(0, part.shape[0], 1024)
     )
-    std = images.float().flatten(1).std(dim=1)
-    flat = int((std < 2.0).sum())
     out = [
         Check(
             "data: duplicates",

@@ -23,6 +23,7 @@ from hpo.spec.counts import feature_dim
 from hpo.spec.rules import MAX_EXTRAPOLATION, EvalSpacing, min_eval_steps
 from hpo.spec.samplers import SamplerName, Spacing
 from hpo.spec.sampling import RESCORE_TOP, SCREEN_PAYS, SamplingSweep
+from hpo.training.batches import host_memory_bytes, placement_words, planned_placement
 from hpo.training.data import held_out_count
 from hpo.training.model import count_parameters, info_for, network_for
 
@@ -130,6 +131,18 @@ class Plan:
     search: SearchPlan
     n_trials: int
     seed: int = 0  # the study sampler's and the trainer's seed (`hpo run --seed`)
+
+    @property
+    def data_bytes(self) -> int:
+        """The preprocessed set's bytes (uint8 RGB), what the cache and a worker's memory hold."""
+        return self.survey.num_images * 3 * self.image_size**2
+
+    def data_words(self, host_bytes: int | None = None) -> str:
+        """Where the set will train on this machine (:func:`hpo.training.batches.planned_placement`)."""
+        gpu = self.machine.memory_bytes if self.machine.kind == "gpu" else None
+        memory = host_memory_bytes() if host_bytes is None else host_bytes
+        where = planned_placement(self.data_bytes, gpu_free_bytes=gpu, host_bytes=memory)
+        return placement_words(where, self.data_bytes)
 
 
 def choose_image_size(survey: FolderSurvey, requested: int | None) -> int:

@@ -88,17 +88,22 @@ def train_classifier(
         torch.manual_seed(seed)
         net = ClassifierNet(data.channels, data.num_classes)
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-        x_all, y_all = to_model_range(data.train_images.cpu()), data.train_labels.cpu()
+        x_all, y_all = data.train_images.cpu(), data.train_labels.cpu()  # uint8: batches are converted
         for _ in range(epochs):
             for idx in torch.randperm(x_all.shape[0]).split(batch_size):
-                loss = F.cross_entropy(net(x_all[idx]), y_all[idx])
+                loss = F.cross_entropy(net(to_model_range(x_all[idx])), y_all[idx])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
     net.eval()
     with torch.no_grad():
-        net.feature_scale.fill_(1.0 / float(net.body(x_all).std()))
-        net.statistics_scale.copy_(1.0 / image_statistics(x_all).std(0).clamp_min(STATISTIC_FLOOR))
+        features, statistics = [], []  # a chunk at a time: the set itself is never converted whole
+        for first in range(0, x_all.shape[0], 1024):
+            x = to_model_range(x_all[first : first + 1024])
+            features.append(net.body(x))
+            statistics.append(image_statistics(x))
+        net.feature_scale.fill_(1.0 / float(torch.cat(features).std()))
+        net.statistics_scale.copy_(1.0 / torch.cat(statistics).std(0).clamp_min(STATISTIC_FLOOR))
         pred = net(to_model_range(data.val_images.cpu())).argmax(1)
     return net, float((pred == data.val_labels.cpu()).float().mean())
 

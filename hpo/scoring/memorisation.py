@@ -25,18 +25,38 @@ def pixel_vectors(images: torch.Tensor) -> torch.Tensor:
     return images.reshape(images.shape[0], -1).float().div(255.0)
 
 
-def nearest_two(queries: torch.Tensor, bank: torch.Tensor, *, chunk: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
-    """Distances to the two nearest rows of ``bank`` (N, 2) and the index of the nearest (N,)."""
+def pixel_rows(images: torch.Tensor) -> torch.Tensor:
+    """uint8 images (N, C, H, W) → uint8 rows, a view (no copy of a mapped set): :func:`nearest_two`
+    reads them as :func:`pixel_vectors` would, a chunk at a time."""
+    return images.reshape(images.shape[0], -1)
+
+
+def as_float_rows(rows: torch.Tensor) -> torch.Tensor:
+    """float64 rows; uint8 rows (:func:`pixel_rows`) scaled to [0, 1] as :func:`pixel_vectors` does."""
+    if rows.dtype == torch.uint8:
+        return pixel_vectors(rows).double()
+    return rows.double()
+
+
+def nearest_two(
+    queries: torch.Tensor, bank: torch.Tensor, *, cells: int = 1 << 23
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Distances to the two nearest rows of ``bank`` (N, 2) and the index of the nearest (N,). The bank
+    is read a chunk of rows at a time (at most ``cells`` distances at once), so a large training set
+    (uint8 rows, a view of the shared cache) is never converted whole."""
     if bank.shape[0] < 2:
         raise ValueError(f"the training set needs at least 2 images to find a second neighbour, got {bank.shape[0]}")
-    distances, indices = [], []
-    bank = bank.double()
-    for first in range(0, queries.shape[0], chunk):
-        d = torch.cdist(queries[first : first + chunk].double(), bank)
-        values, idx = d.topk(2, dim=1, largest=False)
-        distances.append(values)
-        indices.append(idx[:, 0])
-    return torch.cat(distances), torch.cat(indices)
+    q = as_float_rows(queries)
+    best = torch.full((q.shape[0], 2), float("inf"), dtype=torch.float64)
+    where = torch.zeros((q.shape[0], 2), dtype=torch.long)
+    chunk = max(2, cells // max(q.shape[0], 1))
+    for first in range(0, bank.shape[0], chunk):
+        d = torch.cdist(q, as_float_rows(bank[first : first + chunk]))
+        values, idx = d.topk(min(2, d.shape[1]), dim=1, largest=False)
+        merged, order = torch.cat([best, values], dim=1).sort(dim=1, stable=True)
+        best = merged[:, :2]
+        where = torch.cat([where, idx + first], dim=1).gather(1, order[:, :2])
+    return best, where[:, 0]
 
 
 def bootstrap_interval(flags: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> tuple[float, float]:

@@ -14,7 +14,7 @@ import torch
 from hpo.analysis.progress import Floor
 from hpo.scoring.features import classified_share, extract
 from hpo.scoring.fidelity import K
-from hpo.scoring.memorisation import copy_share, pixel_vectors
+from hpo.scoring.memorisation import copy_share, pixel_rows, pixel_vectors
 from hpo.scoring.score import Scorer, fid_kid, sample_features, score_labels
 from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData
@@ -37,7 +37,7 @@ class ProgressProbe:
     @property
     def train_pixels(self) -> torch.Tensor:
         if self._pixels is None:
-            self._pixels = pixel_vectors(self.data.train_images.cpu())
+            self._pixels = pixel_rows(self.data.train_images.cpu())  # a view: nearest_two reads it in chunks
         return self._pixels
 
     @property

@@ -42,12 +42,13 @@ class ReferenceStats:
         return Reference(self.features.astype(np.float64), self.mu, self.sigma)
 
 
-def reference_images(data: ImageData, split: Split) -> torch.Tensor:
+def reference_images(data: ImageData, split: Split) -> list[torch.Tensor]:
+    """The split's images as parts of the data (views of the shared cache; ``all`` is both, not a copy)."""
     if split == "train":
-        return data.train_images
+        return [data.train_images]
     if split == "val":
-        return data.val_images
-    return torch.cat([data.train_images, data.val_images])
+        return [data.val_images]
+    return [data.train_images, data.val_images]
 
 
 def stats_path(data: ImageData, extractor: FeatureExtractor, split: Split, cache_dir: Path) -> Path:
@@ -62,7 +63,8 @@ def reference_stats(
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         if not path.exists():
-            feats = extract(extractor, reference_images(data, split).cpu(), batch_size=batch_size)
+            parts = reference_images(data, split)
+            feats = np.concatenate([extract(extractor, part.cpu(), batch_size=batch_size) for part in parts])
             mu, sigma = feats.mean(axis=0), np.cov(feats, rowvar=False)
             atomic_write(path, lambda tmp: np.savez(tmp, mu=mu, sigma=sigma, features=feats.astype(np.float32)))
             log.info("computed %s reference statistics of %d %s images → %s", extractor.name, len(feats), split, path)

@@ -1,4 +1,4 @@
-"""Image data: sources, a seeded train/validation split, and an on-disk cache of uint8 tensors.
+"""Image data: sources, a seeded train/validation split, and a memory-mapped on-disk cache of uint8 images.
 
 Images are stored as uint8 (N, C, H, W) and mapped to the model's [-1, 1] range only on the fly
 (:func:`to_model_range`); :func:`to_uint8` is the one way back, used for grids and FID.
@@ -22,7 +22,7 @@ from PIL import Image
 from hpo.errors import DataError
 from hpo.records import DataSummary
 from hpo.spec.config import DataConfig
-from hpo.training.checkpoint import atomic_save
+from hpo.training.cache import CacheFiles, Part, Parts, ScratchImages, cached
 from hpo.training.images import UnreadableImage, open_rgb
 from hpo.training.shapes import render_shapes
 
@@ -31,6 +31,7 @@ log = logging.getLogger("hpo.data")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 MIN_IMAGES = 10
 CACHE_VERSION = 2
+DECODE_CHUNK = 1024  # files decoded at once
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +55,11 @@ class ImageData:
     @property
     def image_size(self) -> int:
         return int(self.train_images.shape[-1])
+
+    @property
+    def nbytes(self) -> int:
+        """The images' bytes, training and held-out."""
+        return sum(t.numel() * t.element_size() for t in (self.train_images, self.val_images))
 
     def summary(self) -> DataSummary:
         """What the study trained on, in numbers the report's header shows."""
@@ -87,29 +93,22 @@ def to_uint8(x: torch.Tensor) -> torch.Tensor:
 
 
 def load_data(cfg: DataConfig) -> ImageData:
-    """Load, preprocess (once, cached on disk) and split the configured images."""
+    """Load, preprocess (once per host, cached on disk) and split the configured images. The images
+    are views of the cache's read-only mapping (:mod:`hpo.training.cache`): every process of a host
+    shares one copy, and index batches rather than convert the whole set."""
     fingerprint = source_fingerprint(cfg)
     options = {k: getattr(cfg, k) for k in ("image_size", "val_fraction", "split_seed", "max_images")}
     key = hashlib.sha256(json.dumps([CACHE_VERSION, fingerprint, options], sort_keys=True).encode()).hexdigest()[:16]
-    cache = cfg.cache_path / f"data-{key}.pt"
-    if cache.exists():
-        blob = torch.load(cache, weights_only=True)
-        names, skipped = tuple(blob.pop("class_names")), tuple(tuple(s) for s in blob.pop("skipped"))
-        return ImageData(class_names=names, key=key, skipped=skipped, **blob)
-    images, labels, names, skipped = read_source(cfg)
-    data = replace(split(images, labels, names, cfg, key), skipped=skipped)
-    atomic_save(
-        {
-            "train_images": data.train_images,
-            "train_labels": data.train_labels,
-            "val_images": data.val_images,
-            "val_labels": data.val_labels,
-            "class_names": list(names),
-            "skipped": [list(s) for s in skipped],
-        },
-        cache,
+
+    def build() -> Parts:
+        images, labels, names, skipped = read_source(cfg)
+        train, val = split_order(images.shape[0], cfg)
+        return Parts(Part(images, labels, train), Part(images, labels, val), names, skipped)
+
+    part = cached(CacheFiles.of(cfg.cache_path, key), key, build)
+    return ImageData(
+        part.train_images, part.train_labels, part.val_images, part.val_labels, part.class_names, key, part.skipped
     )
-    return data
 
 
 def held_out_count(n: int, val_fraction: float) -> int:
@@ -117,8 +116,8 @@ def held_out_count(n: int, val_fraction: float) -> int:
     return min(n - 1, max(1, round(n * val_fraction)))
 
 
-def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cfg: DataConfig, key: str) -> ImageData:
-    n = images.shape[0]
+def split_order(n: int, cfg: DataConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The seeded split of ``n`` images: (training, held-out) indices."""
     order = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.split_seed))
     if cfg.max_images is not None:
         order = order[: cfg.max_images]
@@ -127,7 +126,11 @@ def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cf
     if n < MIN_IMAGES:
         raise DataError(f"{where}: only {n} images; need at least {MIN_IMAGES} to split into training and validation")
     n_val = held_out_count(n, cfg.val_fraction)
-    val, train = order[:n_val], order[n_val:]
+    return order[n_val:], order[:n_val]
+
+
+def split(images: torch.Tensor, labels: torch.Tensor, names: tuple[str, ...], cfg: DataConfig, key: str) -> ImageData:
+    train, val = split_order(images.shape[0], cfg)
     return ImageData(images[train], labels[train], images[val], labels[val], names, key)
 
 
@@ -153,7 +156,7 @@ def read_source(cfg: DataConfig) -> Source:
         images, labels, names = render_shapes(cfg.num_images, cfg.image_size, seed=cfg.split_seed)
         return torch.from_numpy(images), torch.from_numpy(labels), names, ()
     if cfg.source == "folder":
-        return read_folder(Path(cfg.path or ""), cfg.image_size)
+        return read_folder(Path(cfg.path or ""), cfg.image_size, scratch=cfg.cache_path)
     if cfg.source.startswith("torchvision:"):
         from hpo.training.torchvision_data import read_torchvision
 
@@ -224,17 +227,32 @@ def require_mostly_readable(root: Path, bad: Sequence[tuple[str, str]], total: i
         )
 
 
-def read_folder(root: Path, size: int) -> Source:
+def read_folder(root: Path, size: int, *, scratch: Path | None = None) -> Source:
+    """Decoded :data:`DECODE_CHUNK` files at a time, into a scratch file in ``scratch`` when given
+    (a folder larger than memory is never held whole), else in memory."""
     files, labels, names = folder_classes(root, list_images(root))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        loaded = list(pool.map(lambda p: try_load(p, size), files))
-    bad = tuple((str(p), r) for p, r in zip(files, loaded, strict=True) if isinstance(r, str))
-    good = [(r, lab) for r, lab in zip(loaded, labels, strict=True) if not isinstance(r, str)]
-    require_mostly_readable(root, bad, len(files))
+    bad: list[tuple[str, str]] = []
+    kept: list[int] = []
+    small = 0
+    with (
+        ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool,
+        ScratchImages(scratch, (3, size, size), len(files)) as sink,
+    ):
+        for first in range(0, len(files), DECODE_CHUNK):
+            chunk = files[first : first + DECODE_CHUNK]
+            for path, label, r in zip(
+                chunk, labels[first : first + DECODE_CHUNK], pool.map(lambda p: try_load(p, size), chunk), strict=True
+            ):
+                if isinstance(r, str):
+                    bad.append((str(path), r))
+                    continue
+                sink.add(r[0])
+                kept.append(label)
+                small += r[1]
+        require_mostly_readable(root, bad, len(files))
+        images = sink.images()
     if bad:
         log.warning("%s: skipped %d unreadable image(s), first: %s (%s)", root, len(bad), *bad[0])
-    small = sum(1 for (_, was_small), _ in good if was_small)
     if small:
         log.warning("%s: %d image(s) are smaller than image_size=%d and were upscaled", root, small, size)
-    images = torch.from_numpy(np.stack([im for (im, _), _ in good]))
-    return images, torch.tensor([lab for _, lab in good], dtype=torch.int64), names, bad
+    return images, torch.tensor(kept, dtype=torch.int64), names, tuple(bad)

@@ -24,6 +24,7 @@ from hpo.files import JsonObject
 from hpo.records import HardwareSummary
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
+from hpo.training.batches import BatchSource, placement
 from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.model import DiffusionModel, build_network, count_parameters, lr_scales_for
@@ -31,7 +32,7 @@ from hpo.training.mup import param_groups
 from hpo.training.posthoc_ema import PowerEmas
 from hpo.training.runtime import autocast, eval_mode, peak_memory_bytes, resolve_device
 from hpo.training.telemetry import Hardware, Nvml, Telemetry, rss_mb, summarise_hardware
-from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe
+from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe, pixel_moments
 
 log = logging.getLogger("hpo.train")
 
@@ -114,19 +115,6 @@ def make_schedule(cfg: TrainConfig) -> NoiseSchedule:
     )
 
 
-def batch_indices(n: int, batch: int, step: int, seed: int) -> torch.Tensor:
-    """Indices of the batch at ``step``: epochs are seeded permutations, so this is stateless."""
-    out: list[torch.Tensor] = []
-    pos, end = step * batch, (step + 1) * batch
-    while pos < end:
-        epoch, offset = divmod(pos, n)
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
-        take = min(n - offset, end - pos)
-        out.append(perm[offset : offset + take])
-        pos += take
-    return torch.cat(out)
-
-
 def ema_beta(cfg: TrainConfig, images_seen: int) -> float:
     """EDM's EMA (Karras et al. 2022): half-life in images, ramped up to ``ema_rampup`` × images seen."""
     halflife = cfg.ema_halflife_kimg * 1000.0
@@ -192,7 +180,11 @@ class Trainer:
         self.readings: list[Hardware] = []
         torch.manual_seed(cfg.seed)
         net, self.info = build_network(cfg, data)
-        self.data = data.to(device)
+        self.placement = placement(data.nbytes, device)
+        self.data = data.to(device) if self.placement == "device" else data  # else one mapping per host
+        self.batches = BatchSource(
+            self.data.train_images, self.data.train_labels, device, batch_size=cfg.batch_size, seed=cfg.seed
+        )
         self.model = net.to(device)
         if device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)
@@ -208,9 +200,13 @@ class Trainer:
         )
         self.schedule = make_schedule(cfg)
         self.generator = torch.Generator(device).manual_seed(cfg.seed)
-        self.probe: ValidationProbe = make_probe(self.data, num_images=cfg.val_images, num_levels=cfg.val_noise_levels)
+        images, levels = cfg.val_images, cfg.val_noise_levels
+        moments = pixel_moments(self.data.train_images)  # one pass over the set for both probes
+        self.probe: ValidationProbe = make_probe(
+            self.data, num_images=images, num_levels=levels, device=device, moments=moments
+        )
         self.train_probe = make_probe(
-            self.data, num_images=cfg.val_images, num_levels=cfg.val_noise_levels, split="train"
+            self.data, num_images=images, num_levels=levels, split="train", device=device, moments=moments
         )
         self.step = 0
         self.ended_early = False  # ``end_early`` said so: a resumed run stays ended there
@@ -229,13 +225,12 @@ class Trainer:
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         cfg = self.cfg
-        idx = batch_indices(self.data.train_images.shape[0], cfg.batch_size, self.step, cfg.seed).to(self.device)
-        x = to_model_range(self.data.train_images[idx])
+        images, labels = self.batches.get(self.step)
+        x = to_model_range(images)
         flip = torch.rand(x.shape[0], device=self.device, generator=self.generator) < (0.5 if cfg.hflip else 0.0)
         x = torch.where(flip[:, None, None, None], x.flip(-1), x)
         if not self.conditional:
             return x, None
-        labels = self.data.train_labels[idx]
         drop = torch.rand(labels.shape[0], device=self.device, generator=self.generator) < cfg.p_uncond
         return x, torch.where(drop, torch.full_like(labels, self.info.null_class), labels)
 
@@ -382,7 +377,10 @@ def train(
             return not stop() and (may_save is None or may_save())
 
         end = end_early or (lambda: False)
-        return _run(trainer, on_eval, on_sync, stop, save_allowed, end, checkpoint, snapshot_dir)
+        try:
+            return _run(trainer, on_eval, on_sync, stop, save_allowed, end, checkpoint, snapshot_dir)
+        finally:
+            trainer.batches.close()
 
 
 def _run(

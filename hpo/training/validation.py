@@ -59,14 +59,25 @@ def pixel_moments(images: torch.Tensor, chunk: int = 1024) -> tuple[torch.Tensor
     return mean.float(), (squares / n - mean.pow(2)).clamp_min(1e-6).float()
 
 
-def make_probe(data: ImageData, *, num_images: int, num_levels: int, split: str = "val") -> ValidationProbe:
+def make_probe(
+    data: ImageData,
+    *,
+    num_images: int,
+    num_levels: int,
+    split: str = "val",
+    device: torch.device | None = None,
+    moments: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> ValidationProbe:
     """The probe over the first held-out images, or (``split="train"``) over as many training images
-    with the same noise and levels: their ratio is the generalisation gap."""
+    with the same noise and levels: their ratio is the generalisation gap. Its images, and the
+    training set's moments, are on ``device`` (default: where the data is). ``moments``: the
+    training set's :func:`pixel_moments`, when the caller has them (a pass over the whole set)."""
     images, labels = (data.val_images, data.val_labels) if split == "val" else (data.train_images, data.train_labels)
     n = min(num_images, data.val_images.shape[0], images.shape[0])
     grid = np.linspace(*LOG_SNR_RANGE, num_levels) if num_levels > 1 else np.zeros(1)
-    mean, var = pixel_moments(data.train_images)
-    return ValidationProbe(images[:n], labels[:n], tuple(float(v) for v in grid), mean, var)
+    mean, var = pixel_moments(data.train_images) if moments is None else moments
+    to = device or images.device
+    return ValidationProbe(images[:n].to(to), labels[:n].to(to), tuple(float(v) for v in grid), mean.to(to), var.to(to))
 
 
 def generalisation_gap(val_rel: float, train_rel: float) -> float:

@@ -111,6 +111,7 @@ def test_plan_only_prints_each_phase_planned_within_the_budget_and_writes_nothin
     for phase in PHASES:
         assert any(line.split()[:1] == [phase] for line in lines), out
     assert "trials at most" in out and f"run it: hpo run {images} --budget 8h00m" in out
+    assert "data: the images take 0.00 GB as uint8; one shared copy per host" in out  # where they will train
     assert not (tmp_path / "out").exists()
 
 

@@ -61,6 +61,7 @@ def test_one_class_gets_an_unconditional_spec_without_a_guidance_sweep(tmp_path:
     assert not spec.train.conditional and spec.sampling.values("guidance_scale") == (1.0,)
     assert spec.score.features == "inception"  # the feature classifier needs two classes
     assert "1 class (no class subfolders: unconditional)" in out
+    assert "data: the images take 0.00 GB as uint8; one shared copy per host" in out
     assert (spec.train.num_evals, spec.train.eval_spacing, spec.pruner.name) == (4, "even", "median")  # CPU: 10 trials
 
 
@@ -155,6 +156,16 @@ def test_a_smaller_gpu_gets_smaller_batch_sizes_for_the_same_folder(tmp_path: Pa
     for plan, gb in ((small, 8), (large, 80)):
         largest = max(plan.search.batch_sizes)
         assert plan.network.need(largest) <= 0.9 * gb * 2**30 < plan.network.need(2 * largest) or largest == 128
+
+
+def test_the_plan_says_where_the_data_will_train_by_its_size(tmp_path: Path) -> None:
+    draw_shapes(tmp_path / "photos", 200, 128)
+    cpu = Machine("cpu", 8 * 2**30, "this CPU")
+    plan = plan_spec(survey_folder(tmp_path / "photos"), cpu, name="t", image_size=64, weights_present=False)
+    assert plan.data_bytes == 200 * 3 * 64 * 64
+    assert "one shared copy per host" in plan.data_words(host_bytes=2**30)
+    assert "streamed from the cache on disk" in plan.data_words(host_bytes=plan.data_bytes)
+    assert "kept on the GPU" in plan_for(tmp_path / "photos", 80, image_size=64).data_words(host_bytes=2**30)
 
 
 def test_6500_photos_at_128px_are_planned_in_seconds(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from torch import nn
 
 from hpo.diffusion.network import NetInfo
 from hpo.diffusion.schedule import NoiseSchedule
-from hpo.scoring.memorisation import bootstrap_interval, copy_share, pixel_vectors
+from hpo.scoring.memorisation import bootstrap_interval, copy_share, nearest_two, pixel_rows, pixel_vectors
 from hpo.scoring.progress import ProgressProbe
 from hpo.scoring.score import make_scorer
 from hpo.spec.config import ScoreConfig
@@ -96,3 +96,10 @@ def test_a_short_real_training_run_does_not_copy(probe: ProgressProbe, digits8: 
     assert np.isfinite(measured["score"]) and measured["score"] > probe.floor.score
     sample = copy_share(np.zeros((1, 2)), np.array([[0.0, 1.0], [0.0, 2.0]]), "features")
     assert sample.share == 0.0  # nearest 1, second 2: ratio 1/2 is not a copy
+
+
+def test_a_uint8_bank_read_in_chunks_finds_what_the_whole_float_bank_finds(digits8: ImageData) -> None:
+    queries = pixel_vectors(digits8.val_images[:40])
+    whole = nearest_two(queries, pixel_vectors(digits8.train_images))
+    chunked = nearest_two(queries, pixel_rows(digits8.train_images), cells=40 * 7)  # 7 rows at a time
+    assert torch.equal(whole[0], chunked[0]) and torch.equal(whole[1], chunked[1])

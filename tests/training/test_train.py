@@ -12,6 +12,7 @@ from hpo.diffusion.schedule import NoiseSchedule
 from hpo.doctor.diagnose import overfit_single_batch
 from hpo.spec.typed import to_plain
 from hpo.training import trainer as train_module
+from hpo.training.batches import batch_indices
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.runtime import eval_mode
 from hpo.training.trainer import (
@@ -20,7 +21,6 @@ from hpo.training.trainer import (
     Trainer,
     TrainingAborted,
     TrainingStopped,
-    batch_indices,
     ema_beta,
     same_run,
     train,

@@ -95,6 +95,7 @@ def plan_lines(sized: SizedPlan, ledger: Ledger) -> list[str]:
         f"sampling sweep); {search.n_trials} trials at most",
         f"  the final run: ~{plan.budget.target_kimg:g} kimg in {duration(search.shares.final_s)}, re-planned from "
         "the winner's measured speed",
+        f"  {plan.data_words()}",
         *ledger.lines(),
     ]
 
