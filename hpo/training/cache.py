@@ -37,6 +37,7 @@ from hpo.files import replacing
 
 log = logging.getLogger("hpo.data")
 CACHE_ELSEWHERE = "set data.cache_dir to a larger disk"
+LEGACY_SKIPPED = "skipped"  # the torch.save cache's list of unreadable files (a file of its own, not a stored payload)
 
 FORMAT = 1
 ALIGN = 64  # the labels start at a multiple of this: an int64 view of the mapped bytes needs 8
@@ -150,7 +151,7 @@ def write_cache(files: CacheFiles, parts: Parts, key: str) -> None:
         os.fsync(f.fileno())
     meta: dict[str, object] = {
         "format": FORMAT, "key": key, "shape": shape, "n_train": n_train, "n_val": n_val, **at,
-        "class_names": list(parts.class_names), "skipped": [list(s) for s in parts.skipped],
+        "class_names": list(parts.class_names), "unreadable": [list(s) for s in parts.skipped],
         "digest": edge_digest(files.images, at["size"]),
     }  # fmt: skip
     meta["check"] = meta_digest(meta)
@@ -242,7 +243,7 @@ def map_cache(files: CacheFiles, key: str) -> CachedSet:
     return CachedSet(
         images[:n_train], labels[:n_train], images[n_train:], labels[n_train:],
         tuple(str(n) for n in meta["class_names"]),  # type: ignore[attr-defined]
-        tuple((str(f), str(r)) for f, r in meta["skipped"]),  # type: ignore[attr-defined]
+        tuple((str(f), str(r)) for f, r in meta["unreadable"]),  # type: ignore[attr-defined]
     )  # fmt: skip
 
 
@@ -251,7 +252,7 @@ def read_legacy(path: Path) -> Parts:
     blob = torch.load(path, mmap=True, weights_only=True)
     return Parts(
         Part(blob["train_images"], blob["train_labels"]), Part(blob["val_images"], blob["val_labels"]),
-        tuple(blob["class_names"]), tuple((str(f), str(r)) for f, r in blob["skipped"]),
+        tuple(blob["class_names"]), tuple((str(f), str(r)) for f, r in blob[LEGACY_SKIPPED]),
     )  # fmt: skip
 
 

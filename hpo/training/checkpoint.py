@@ -45,14 +45,18 @@ def trial_disk_bytes(cfg: TrainConfig, data: ImageData) -> int:
     """What a trial of ``cfg`` writes beside its database and artifacts, at its largest: a checkpoint being
     replaced (old and new side by side until the rename) and every post-hoc EMA snapshot. A checkpoint
     holds the weights, their EMA, Adam's two moments and one copy per EMA profile (float32); a snapshot
-    one fp16 copy per profile. Counted on a network built on the meta device (no memory, no time)."""
+    one fp16 copy per profile. Counted on a network built on the meta device (no memory, no time); 0 for
+    a network that cannot be built (training then fails with the reason)."""
     from hpo.training.model import build_network  # model imports data and the networks: only when asked
 
     try:
         with torch.device("meta"):
             net, _ = build_network(cfg, data)
     except Exception:  # a user factory that cannot build on the meta device: build it for real
-        net, _ = build_network(cfg, data)
+        try:
+            net, _ = build_network(cfg, data)
+        except Exception:  # a network that cannot be built: training says why (network_protocol, ...)
+            return 0
     weights = sum(t.numel() * t.element_size() for t in net.state_dict().values())
     profiles = len(cfg.ema_profiles)
     checkpoint = weights * (4 + profiles)
