@@ -54,7 +54,7 @@ def rung_scores(cfg: TrainConfig, data: ImageData, probe: ProgressProbe, rungs: 
 
     def on_eval(point: EvalPoint, ema: Any) -> None:
         if point.index in rungs:
-            scores[point.index] = probe.measure(ema, SAMPLING, class_frequencies=data.class_frequencies())["score"]
+            scores[point.index] = probe.measure(ema, SAMPLING, class_frequencies=data.class_frequencies()).score
 
     with contextlib.suppress(TrainingAborted):
         train(cfg, data, on_eval=on_eval)
@@ -119,7 +119,7 @@ def score_noise(config: dict[str, Any], variant: str, data: ImageData, probe: Pr
     """Train ``config`` to 16× with ``variant`` and score it on two sample sets; print the score's sd."""
     cfg = TrainConfig(**{**NET, **config, **VARIANTS[variant], "kimg": base_kimg * RUNGS[-1], "num_evals": 1})
     model = train(cfg, data).model
-    pair = [probe.measure(model, SAMPLING, seed=s)["score"] for s in (0, 1)]
+    pair = [probe.measure(model, SAMPLING, seed=s).score for s in (0, 1)]
     noise = abs(pair[0] - pair[1]) / math.sqrt(2)
     print(f"{'':>22}  score noise (two sample sets of the best 16× model): sd {noise:.3g}")
     return noise

@@ -19,7 +19,7 @@ from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import HpoError
 from hpo.files import JsonObject
 from hpo.outputs import writing
-from hpo.records import TrainRecord, curve_points
+from hpo.records import CurveEntry, TrainRecord, Watched, curve_points, stored_entry
 from hpo.run.ends import Ends
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point
@@ -52,15 +52,16 @@ class Progress:
     curve: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __call__(self, point: EvalPoint, model: DiffusionModel) -> None:
-        def measure() -> dict[str, float]:
+        def measure() -> Watched:
             weights = weights_at(model, self.snapshots, self.watch, step=point.step)
             return self.probe.measure(weights, self.watch, class_frequencies=self.probe.data.class_frequencies())
 
         point = record_point(self.curve, point, measure)
+        entry = stored_entry(self.curve, point.index) or CurveEntry(point.kimg)
         log.info(
             "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
-            point.index, self.num_evals, point.kimg, point.metrics["val_rel"],
-            eval_point_text(point.metrics, self.metric), self.watch.label,
+            point.index, self.num_evals, point.kimg, entry.val_rel if entry.val_rel is not None else float("nan"),
+            eval_point_text(entry, self.metric), self.watch.label,
         )  # fmt: skip
         self.runs.on_eval(point, None)
 
@@ -156,7 +157,7 @@ def _score_noise(scored: Scored, progress: Progress) -> float:
     weights scored again at the watched combination with other seeds."""
     last = weights_at(scored.result.model, progress.snapshots, progress.watch)
     frequencies = progress.probe.data.class_frequencies()
-    again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1)["score"]
+    again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1).score
     points = curve_points(progress.curve)
     reached = points[-1].score if points else None
     return pair_sd(again, reached if reached is not None else float("nan"))

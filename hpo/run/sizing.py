@@ -92,7 +92,8 @@ def final_train(decisions: Decisions) -> FinalTrain:
 def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
     """``at 45.7 kimg``, or what ended it where: ``ended by the deadline at 30.2 of 45.7 kimg``, or
     ``ended by the stop verdict (copying since 12 kimg) at 20.4 of 45.7 kimg``."""
-    reached = summary.last_point("kimg") or planned_kimg
+    last = summary.last_entry
+    reached = (last.kimg if last else 0.0) or planned_kimg
     if reached >= planned_kimg * 0.999:
         return f"at {planned_kimg:g} kimg"
     stop = summary.stop
