@@ -16,7 +16,7 @@ from hpo.analysis.stopping import Forecast
 from hpo.records import FloorRecord, StopVerdict
 
 
-class CurvePoint(NamedTuple):
+class SeedMeanPoint(NamedTuple):
     kimg: float
     mean: float  # over the seeds that reached this point
     sd: float
@@ -37,7 +37,7 @@ class Rung:
 class Ladder:
     rungs: list[Rung]
     summary: str
-    curves: dict[int, list[CurvePoint]]  # source trial → its seed-mean curve
+    curves: dict[int, list[SeedMeanPoint]]  # source trial → its seed-mean curve
     stops: dict[int, StopVerdict]
     forecasts: dict[int, Forecast]
     floor: FloorRecord | None
@@ -92,7 +92,7 @@ def ladder_summary(rungs: list[Rung]) -> str:
     return f"From {first_tie.multiple}× the budget on, the winner is tied with another configuration: {done[-1].text}"
 
 
-def curve_point(seeds: list[tuple[float, float]]) -> CurvePoint:
+def seed_mean_point(seeds: list[tuple[float, float]]) -> SeedMeanPoint:
     """(kimg, score) of each seed at one evaluation point → their mean point."""
     stats = SeedStats.of([score for _, score in seeds])
-    return CurvePoint(statistics.fmean(k for k, _ in seeds), stats.mean, stats.sd, stats.seeds)
+    return SeedMeanPoint(statistics.fmean(k for k, _ in seeds), stats.mean, stats.sd, stats.seeds)

@@ -134,7 +134,7 @@ def companion_raw(
     return raw
 
 
-Run = tuple[Params, JsonObject]  # one enqueued trial: its parameters and its user attributes
+Enqueued = tuple[Params, JsonObject]  # one enqueued trial: its parameters and its user attributes
 
 
 def create_companion(
@@ -147,7 +147,7 @@ def create_companion(
     train: JsonObject,
     search: Mapping[str, Sequence[ParamValue]],
     attrs: JsonObject,
-    runs: Iterable[Run],
+    runs: Iterable[Enqueued],
     pointer: str,
 ) -> optuna.Study:
     """The one way a companion is made: the source's spec as the companion's (:func:`companion_raw`),

@@ -17,7 +17,14 @@ import plotly.graph_objects as go
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
-from hpo.analysis.budget_ladder import CurvePoint, Ladder, copy_floor_text, curve_point, ladder_rows, ladder_summary
+from hpo.analysis.budget_ladder import (
+    Ladder,
+    SeedMeanPoint,
+    copy_floor_text,
+    ladder_rows,
+    ladder_summary,
+    seed_mean_point,
+)
 from hpo.analysis.budget_ladder import rung as ladder_rung
 from hpo.analysis.confirmation import NOT_RANKED
 from hpo.analysis.progress import copy_floor_of
@@ -64,7 +71,7 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
     return Ladder(rungs, ladder_summary(rungs), curves, stops, forecasts, floor, finished_count(companion), expected)
 
 
-def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
+def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[SeedMeanPoint]]:
     """Per configuration, at every evaluation point some seed scored: the mean over those seeds
     (read from the companion's trials in one pass)."""
     scored: dict[int, dict[int, list[tuple[float, float]]]] = {}
@@ -76,7 +83,7 @@ def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
         for point in record.points:
             if point.score is not None:
                 scored.setdefault(number, {}).setdefault(point.index, []).append((point.kimg, point.score))
-    return {number: [curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
+    return {number: [seed_mean_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
 
 
 def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[float, float]]:

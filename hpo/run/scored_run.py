@@ -39,7 +39,7 @@ log = logging.getLogger("hpo")
 
 
 @dataclass
-class Progress:
+class WatchedPoints:
     """At each evaluation point: the watched combination's score, copy share and gap, added to the
     point's metrics, logged, kept in ``curve`` (keyed by the point's index) and sent to the trackers."""
 
@@ -87,7 +87,7 @@ def train_scored(
     metric = spec.score.metric_name
     _log_floor(probe.floor, metric)
     snapshots = out / "ema" if cfg.ema_profiles else None
-    progress = Progress(probe, runs, watch, snapshots, metric, cfg.num_evals)
+    progress = WatchedPoints(probe, runs, watch, snapshots, metric, cfg.num_evals)
     end_early = ends.rule(progress.curve, copy_floor_of(probe.floor))
     scored = _train(
         cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early
@@ -125,7 +125,7 @@ def _train(
     *,
     scorer: Scorer,
     combos: list[SamplingConfig],
-    progress: Progress,
+    progress: WatchedPoints,
     out: Path,
     end_early: Callable[[], bool] | None,
 ) -> Scored:
@@ -152,7 +152,7 @@ def _print_sweep(scored: Scored, metric: str, floor: Floor, snapshots: Path | No
         print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")
 
 
-def _score_noise(scored: Scored, progress: Progress) -> float:
+def _score_noise(scored: Scored, progress: WatchedPoints) -> float:
     """The score's standard deviation from one pair: the last evaluation point's score and the final
     weights scored again at the watched combination with other seeds."""
     last = weights_at(scored.result.model, progress.snapshots, progress.watch)
