@@ -82,7 +82,7 @@ class PrunerSettings:
     # hyperband / successive_halving: evaluation points every trial gets; rung: the point every trial
     # pauses at until all n_trials have reached it, when the best `keep` there are continued
     min_resource: int = 1
-    reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each rung
+    reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each halving
     keep: int = 0  # rung: trials continued to the end; 0 = the most that still save 3x (at least 4)
     spare_until_complete: int = 4  # until this many trials are complete, a trial ahead of the baseline is not stopped
 
