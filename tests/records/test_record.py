@@ -341,6 +341,30 @@ def test_dict_of_any_stays_where_it_is_the_honest_type() -> None:
     assert sum(found.values()) <= 19  # issue #60: 89 before the payloads were typed
 
 
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+# The benchmarks' own cap, in lines that spell it: 102 at issue #72, which typed run_budget's record and
+# the records a benchmark only writes as JsonObject (its aim, a third, is not reached yet: lower this).
+BENCHMARK_UNTYPED_LINES = 90
+
+
+def untyped_lines(folder: Path) -> dict[str, int]:
+    return {
+        path.name: n
+        for path in sorted(folder.glob("*.py"))
+        if (n := sum("dict[str, Any]" in line for line in path.read_text().splitlines()))
+    }
+
+
+def test_dict_of_any_in_the_benchmarks_stays_under_their_cap() -> None:
+    found = untyped_lines(BENCHMARKS)
+    assert sum(found.values()) <= BENCHMARK_UNTYPED_LINES, f"dict[str, Any] added in the benchmarks: {found}"
+
+
+def test_the_benchmark_cap_counts_lines_that_spell_it(tmp_path: Path) -> None:
+    (tmp_path / "bench.py").write_text("def f(a: dict[str, Any]) -> dict[str, Any]: ...\nx: JsonObject = {}\n")
+    assert untyped_lines(tmp_path) == {"bench.py": 1}
+
+
 def test_the_payload_guard_finds_a_plan_read_by_hand(tmp_path: Path) -> None:
     planted = tmp_path / "planted.py"
     planted.write_text("def f(plan, floor):\n    return plan['base_kimg'], floor.get('num_images', 0), plan['x']\n")
