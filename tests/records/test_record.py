@@ -344,7 +344,7 @@ def test_dict_of_any_stays_where_it_is_the_honest_type() -> None:
 BENCHMARKS = PACKAGE.parent / "benchmarks"
 # The benchmarks' own cap, in lines that spell it: 102 at issue #72, which typed run_budget's record and
 # the records a benchmark only writes or passes on as JsonObject (the aim, a third, is not reached yet).
-BENCHMARK_UNTYPED_LINES = 66
+BENCHMARK_UNTYPED_LINES = 64
 
 
 def untyped_lines(folder: Path) -> dict[str, int]:
