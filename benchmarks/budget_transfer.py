@@ -2,12 +2,12 @@
 
 The same configurations (the digits quickstart's baseline and draws from its search space) are
 trained on two datasets with each lr schedule. Per configuration and schedule: one run to 16× the
-base budget, scored at rungs 1, 2, 4, 8, 16× (the best-known sampling of the quickstart: guidance 1,
-DDIM 10 steps, classifier-FID at a fixed sample count); with a decaying schedule the rung scores of
+base budget, scored at budgets 1, 2, 4, 8, 16× (the best-known sampling of the quickstart: guidance 1,
+DDIM 10 steps, classifier-FID at a fixed sample count); with a decaying schedule the scores at each budget of
 that run are points of a run that decays over 16×, so the 1× score of a *complete* short run comes
 from its own run at 1× (with constant lr the two are the same run). Prints, per dataset and
 schedule, the Spearman correlation (with a bootstrap interval over configurations) and the top-1
-agreement between the complete 1× ranking and the complete 16× ranking, and the rung-by-rung
+agreement between the complete 1× ranking and the complete 16× ranking, and the budget-by-budget
 correlations of the constant schedule; the score noise (two sample sets of the same weights) says
 which differences are real.
 
@@ -37,7 +37,7 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.training.data import ImageData, load_data
 from hpo.training.trainer import EvalPoint, TrainingAborted, train
 
-RUNGS = (1, 2, 4, 8, 16)
+MULTIPLES = (1, 2, 4, 8, 16)
 SAMPLING = SamplingConfig(guidance_scale=1.0, steps=10, eta=0.0)
 VARIANTS: dict[str, dict[str, Any]] = {
     "constant": {"lr_schedule": "constant"},
@@ -48,17 +48,19 @@ VARIANTS: dict[str, dict[str, Any]] = {
 NET = dict(base_channels=16, channel_mult=(1, 2), num_res_blocks=1, dropout=0.0, device="cpu", val_images=64)
 
 
-def rung_scores(cfg: TrainConfig, data: ImageData, probe: ProgressProbe, rungs: tuple[int, ...]) -> dict[int, float]:
-    """Train ``cfg`` (num_evals = the largest rung) and score it at each rung's evaluation point."""
+def budget_scores(
+    cfg: TrainConfig, data: ImageData, probe: ProgressProbe, multiples: tuple[int, ...]
+) -> dict[int, float]:
+    """Train ``cfg`` (num_evals = the largest multiple) and score it at each multiple's evaluation point."""
     scores: dict[int, float] = {}
 
     def on_eval(point: EvalPoint, ema: Any) -> None:
-        if point.index in rungs:
-            scores[point.index] = probe.measure(ema, SAMPLING, class_frequencies=data.class_frequencies())["score"]
+        if point.index in multiples:
+            scores[point.index] = probe.measure(ema, SAMPLING, class_frequencies=data.class_frequencies()).score
 
     with contextlib.suppress(TrainingAborted):
         train(cfg, data, on_eval=on_eval)
-    return {r: scores.get(r, math.inf) for r in rungs}  # a run that diverged ranks last
+    return {r: scores.get(r, math.inf) for r in multiples}  # a run that diverged ranks last
 
 
 def spearman_with_interval(a: list[float], b: list[float], draws: int = 1000) -> tuple[float, float, float]:
@@ -86,25 +88,25 @@ def run_variant(
     """Train every configuration with ``variant``'s changes and print its line; (its figures, the
     16× scores per configuration)."""
     changes = VARIANTS[variant]
-    top = RUNGS[-1]
+    top = MULTIPLES[-1]
     started = time.perf_counter()
     long_runs, short = [], []
     for c in configs:
         cfg = TrainConfig(**{**NET, **c, **changes, "kimg": base_kimg * top, "num_evals": top})
-        long_runs.append(rung_scores(cfg, data, probe, RUNGS))
+        long_runs.append(budget_scores(cfg, data, probe, MULTIPLES))
         if changes["lr_schedule"] == "constant":
             short.append(long_runs[-1][1])
         else:
             one = cfg.replace(kimg=base_kimg, num_evals=1)
-            short.append(rung_scores(one, data, probe, (1,))[1])
+            short.append(budget_scores(one, data, probe, (1,))[1])
     final = finite([r[top] for r in long_runs])
     rho, lo, hi = spearman_with_interval(finite(short), final)
     top1 = int(np.argmin(finite(short)) == np.argmin(final))
-    ladder = {r: float(spearmanr(finite([x[r] for x in long_runs]), final).statistic) for r in RUNGS[:-1]}
+    ladder = {r: float(spearmanr(finite([x[r] for x in long_runs]), final).statistic) for r in MULTIPLES[:-1]}
     seconds = time.perf_counter() - started
     print(
         f"{variant:>22}: Spearman(1× complete, 16×) {rho:+.2f} (80 % interval {lo:+.2f}..{hi:+.2f}), "
-        f"top-1 agrees {top1}/1, best at 16× {min(final):.3g}; rungs of the 16× run vs its end: "
+        f"top-1 agrees {top1}/1, best at 16× {min(final):.3g}; budgets of the 16× run vs its end: "
         f"{'  '.join(f'{r}×: {v:+.2f}' for r, v in ladder.items())} [{seconds:.0f} s]",
         flush=True,
     )
@@ -117,9 +119,9 @@ def run_variant(
 
 def score_noise(config: dict[str, Any], variant: str, data: ImageData, probe: ProgressProbe, base_kimg: float) -> float:
     """Train ``config`` to 16× with ``variant`` and score it on two sample sets; print the score's sd."""
-    cfg = TrainConfig(**{**NET, **config, **VARIANTS[variant], "kimg": base_kimg * RUNGS[-1], "num_evals": 1})
+    cfg = TrainConfig(**{**NET, **config, **VARIANTS[variant], "kimg": base_kimg * MULTIPLES[-1], "num_evals": 1})
     model = train(cfg, data).model
-    pair = [probe.measure(model, SAMPLING, seed=s)["score"] for s in (0, 1)]
+    pair = [probe.measure(model, SAMPLING, seed=s).score for s in (0, 1)]
     noise = abs(pair[0] - pair[1]) / math.sqrt(2)
     print(f"{'':>22}  score noise (two sample sets of the best 16× model): sd {noise:.3g}")
     return noise
@@ -134,7 +136,9 @@ def run_dataset(
         cache_dir=cache / "scoring",
     )  # fmt: skip
     probe = ProgressProbe(scorer, data)
-    print(f"\n## {name}: {len(configs)} configurations, base budget {base_kimg:g} kimg, rungs {RUNGS}×", flush=True)
+    print(
+        f"\n## {name}: {len(configs)} configurations, base budget {base_kimg:g} kimg, budgets {MULTIPLES}×", flush=True
+    )
     print(f"real held-out images score {probe.floor.score:.3g} ± {probe.floor.score_sd:.2g} (the floor)")
     rows: list[dict[str, Any]] = []
     noise = None
@@ -174,7 +178,7 @@ def main() -> None:
     print(f"\ntotal {seconds:.0f} s")
     result = {
         "num_configs": args.configs, "base_kimg": args.base_kimg, "threads": args.threads, "image_size": 8,
-        "rungs": RUNGS, "network": NET, "sampling": SAMPLING.as_dict(), "configurations": configs,
+        "rungs": MULTIPLES, "network": NET, "sampling": SAMPLING.as_dict(), "configurations": configs,
         "datasets": datasets, "seconds": seconds,
     }  # fmt: skip
     write_result("budget_transfer", result)

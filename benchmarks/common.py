@@ -12,7 +12,7 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from hpo.records import TrialRecord
 from hpo.service.storage import open_storage
 from hpo.service.study import create_or_resume
 from hpo.service.worker import Worker, WorkerOptions
+from hpo.spec.params import Params
 from hpo.spec.spec import spec_from_dict
 
 ROOT = Path(__file__).parent.parent
@@ -33,7 +34,7 @@ DIGITS: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "digits.yaml")
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def write_result(name: str, result: dict[str, Any], *, folder: Path = RESULTS) -> Path:
+def write_result(name: str, result: Mapping[str, object], *, folder: Path = RESULTS) -> Path:
     """``benchmarks/results/NAME.json``: what one run measured (``result``: the figures it printed, by
     name; non-finite numbers as null) with the command, the date, the machine and the torch threads it
     ran on: the file the docs cite. Written atomically; a later run replaces it."""
@@ -92,7 +93,7 @@ def run_study(
     return study, time.perf_counter() - started
 
 
-def draw_configurations(n: int, *, seed: int = 0, lr_exponents: tuple[float, float] = (-4, -2)) -> list[dict[str, Any]]:
+def draw_configurations(n: int, *, seed: int = 0, lr_exponents: tuple[float, float] = (-4, -2)) -> list[Params]:
     """``n`` training configurations drawn once from the digits search space (lr log-uniform)."""
     rng = random.Random(seed)
     return [

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from typing import Any
 
 import torch
 
 from benchmarks.common import write_result
 from hpo.doctor.coord_check import MAX_GROWTH, coord_growth, widths_for
+from hpo.files import JsonObject
 from hpo.spec.config import DataConfig, Parameterization, TrainConfig
 from hpo.training.data import ImageData, load_data
 
@@ -29,9 +29,7 @@ LRS = (1e-3, 1e-2)
 STEPS = (3, 6)
 
 
-def setting_row(
-    data: ImageData, parameterization: Parameterization, width: int, lr: float, steps: int
-) -> dict[str, Any]:
+def setting_row(data: ImageData, parameterization: Parameterization, width: int, lr: float, steps: int) -> JsonObject:
     """Measure one setting and print its line; its figures (``largest``: the largest growth exponent,
     at ``layer``; ``over`` of ``layers`` exceed ``MAX_GROWTH``)."""
     cfg = TrainConfig(

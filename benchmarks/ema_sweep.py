@@ -22,6 +22,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ import torch
 from benchmarks.common import DIGITS, draw_configurations, quiet, write_result
 from hpo.analysis.noise import Noise, pair_sd, pooled
 from hpo.analysis.sweep import SweepResult, best_ema_by_guidance, ema_sentence
+from hpo.files import JsonObject, JsonValue
+from hpo.records import ComboScore
 from hpo.scoring.score import make_scorer, score
 from hpo.scoring.sweep import run_sweep
 from hpo.spec.config import POSTHOC_PROFILES, DataConfig, ScoreConfig, TrainConfig
@@ -57,9 +60,27 @@ def sweep(scorer: Any, base: DiffusionModel, combos: list[SamplingConfig], data:
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ConfigRun:
+    """One configuration trained once with the tracked EMA profiles and swept today's way and post-hoc."""
+
+    today: ComboScore  # the best of today's sweep (the trained EMA)
+    posthoc: ComboScore  # the best of the post-hoc sweep (EMA length as an axis)
+    noise: list[float]  # each best scored again on other samples: one pair's sd each
+    train_with: float  # seconds, with the tracked profiles
+    train_without: float | None  # seconds without them (measured for the first few configurations)
+    today_seconds: float
+    posthoc_seconds: float
+    disk_mb: float
+    snapshots: int
+    sentence: str | None
+    ema_by_guidance: dict[float, float]
+    residual: float  # the worst profile fit over the swept lengths
+
+
 def run_config(
     params: dict[str, Any], data: ImageData, scorer: Any, lengths: list[float], folder: Path, measure_overhead: bool
-) -> dict[str, Any] | None:
+) -> ConfigRun | None:
     cfg = TrainConfig(**{**SPEC_TRAIN, **params, "device": "cpu", "ema_profiles": POSTHOC_PROFILES})
     shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
@@ -88,40 +109,39 @@ def run_config(
         best_again(scorer, result.model, today, data),
         best_again(scorer, ema.model(posthoc.best.sampling.ema_sigma_rel), posthoc, data),
     ]
-    return {
-        "today": today.best, "posthoc": posthoc.best, "noise": noise, "train_with": train_with,
-        "train_without": train_without, "today_seconds": today_seconds, "posthoc_seconds": posthoc_seconds,
-        "disk_mb": ema.disk_bytes / 2**20, "snapshots": len(ema.snapshots), "sentence": ema_sentence(posthoc.scores),
-        "ema_by_guidance": best_ema_by_guidance(posthoc.scores), "residual": max(ema.fit(s).residual for s in lengths),
-    }  # fmt: skip
+    return ConfigRun(
+        today.best, posthoc.best, noise, train_with, train_without, today_seconds, posthoc_seconds,
+        ema.disk_bytes / 2**20, len(ema.snapshots), ema_sentence(posthoc.scores), best_ema_by_guidance(posthoc.scores),
+        max(ema.fit(s).residual for s in lengths),
+    )  # fmt: skip
 
 
-def config_line(i: int, row: dict[str, Any] | None) -> dict[str, Any]:
+def config_line(i: int, row: ConfigRun | None) -> JsonObject:
     """Print configuration ``i``'s line of the table (``row``: ``run_config``'s, None if it diverged); its figures."""
     if row is None:
         print(f"{i:>6} diverged", flush=True)
         return {"config": i, "diverged": True}
-    t, p = row["today"], row["posthoc"]
+    t, p = row.today, row.posthoc
     delta = p.score - t.score
     print(
         f"{i:>6} {t.score:8.3g} {p.score:8.3g} {delta:+7.3g}  "
         f"{p.sampling.label} ({t.sampling.label})  "
-        f"[{row['train_with']:.0f}, {row['today_seconds']:.0f}/{row['posthoc_seconds']:.0f}]  "
-        f"{row['sentence']}",
+        f"[{row.train_with:.0f}, {row.today_seconds:.0f}/{row.posthoc_seconds:.0f}]  "
+        f"{row.sentence}",
         flush=True,
     )
     return {
         "config": i, "diverged": False, "today": t.score, "posthoc": p.score, "delta": delta,
-        "posthoc_best": p.sampling.as_dict(), "today_best": t.sampling.as_dict(), "train_seconds": row["train_with"],
-        "today_sweep_seconds": row["today_seconds"], "posthoc_sweep_seconds": row["posthoc_seconds"],
-        "best_ema_by_guidance": [{"guidance_scale": w, "ema_sigma_rel": v} for w, v in row["ema_by_guidance"].items()],
+        "posthoc_best": p.sampling.as_dict(), "today_best": t.sampling.as_dict(), "train_seconds": row.train_with,
+        "today_sweep_seconds": row.today_seconds, "posthoc_sweep_seconds": row.posthoc_seconds,
+        "best_ema_by_guidance": [{"guidance_scale": w, "ema_sigma_rel": v} for w, v in row.ema_by_guidance.items()],
     }  # fmt: skip
 
 
-def comparison(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def comparison(rows: list[ConfigRun]) -> JsonObject:
     """Print post-hoc − today over the configurations against the score noise; the figures."""
-    noise: Noise = pooled([v for r in rows for v in r["noise"]])
-    deltas = [r["posthoc"].score - r["today"].score for r in rows]
+    noise: Noise = pooled([v for r in rows for v in r.noise])
+    deltas = [r.posthoc.score - r.today.score for r in rows]
     margin = noise.tie_margin if noise.sd is not None else math.nan
     better = sum(d < -margin for d in deltas)
     worse = sum(d > margin for d in deltas)
@@ -138,12 +158,12 @@ def comparison(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def cost(rows: list[ConfigRun]) -> JsonObject:
     """Print training with/without the tracked profiles, the sweeps' seconds and the study's ratio; the figures."""
-    measured = [r for r in rows if r["train_without"] is not None]
-    overhead = sum(r["train_with"] for r in measured) / sum(r["train_without"] for r in measured)
-    train_with = sum(r["train_with"] for r in rows)
-    today, posthoc = sum(r["today_seconds"] for r in rows), sum(r["posthoc_seconds"] for r in rows)
+    measured = [(r.train_with, r.train_without) for r in rows if r.train_without is not None]
+    overhead = sum(w for w, _ in measured) / sum(wo for _, wo in measured)
+    train_with = sum(r.train_with for r in rows)
+    today, posthoc = sum(r.today_seconds for r in rows), sum(r.posthoc_seconds for r in rows)
     study_today, study_posthoc = train_with / overhead + today, train_with + posthoc
     print(
         f"cost: training with the two tracked profiles {overhead:.3f}× without ({len(measured)} runs); sweeps "
@@ -157,19 +177,17 @@ def cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def disk(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def disk(rows: list[ConfigRun]) -> JsonObject:
     """Print the snapshots' count and size per trial and the worst profile fit; the figures."""
-    mb, residual = statistics.fmean(r["disk_mb"] for r in rows), max(r["residual"] for r in rows)
+    mb, residual = statistics.fmean(r.disk_mb for r in rows), max(r.residual for r in rows)
     print(
-        f"disk: {rows[0]['snapshots']} snapshots, {mb:.2f} MB per trial (fp16); worst profile residual over the "
+        f"disk: {rows[0].snapshots} snapshots, {mb:.2f} MB per trial (fp16); worst profile residual over the "
         f"lengths {residual:.3f}"
     )
-    return {"snapshots": rows[0]["snapshots"], "mb_per_trial": mb, "worst_residual": residual}
+    return {"snapshots": rows[0].snapshots, "mb_per_trial": mb, "worst_residual": residual}
 
 
-def run_dataset(
-    name: str, configs: list[dict[str, Any]], lengths: list[float], args: argparse.Namespace
-) -> dict[str, Any]:
+def run_dataset(name: str, configs: list[dict[str, Any]], lengths: list[float], args: argparse.Namespace) -> JsonObject:
     """Every configuration on one dataset, then (unless all diverged) the comparison, cost and disk; the figures."""
     data = load_data(DataConfig(source=name, image_size=16, val_fraction=0.15, cache_dir=str(args.cache)))
     scorer = make_scorer(
@@ -177,7 +195,8 @@ def run_dataset(
     )
     print(f"\n## {name}: {len(configs)} configurations, {SPEC_TRAIN['kimg']} kimg each, EMA lengths {lengths}")
     print(f"{'config':>6} {'today':>8} {'post-hoc':>8} {'Δ':>7}  post-hoc best (today's best)  [train s, sweep s]")
-    rows, table = [], []
+    rows: list[ConfigRun] = []
+    table: list[JsonValue] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, params in enumerate(configs):
             row = run_config(params, data, scorer, lengths, Path(tmp) / "ema", i < args.overhead)

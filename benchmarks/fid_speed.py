@@ -18,11 +18,11 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from benchmarks.common import write_result
+from hpo.files import JsonObject
 from hpo.scoring.score import make_scorer, score
 from hpo.spec.config import DataConfig, ScoreConfig
 from hpo.spec.loading import load_spec
@@ -37,7 +37,7 @@ N = 500
 GUIDED = SamplingConfig(2.0, 20)  # what the per-1000 and per-batch timings sample
 
 
-def per_thousand(source: str, size: int, cache: Path) -> dict[str, Any]:
+def per_thousand(source: str, size: int, cache: Path) -> JsonObject:
     spec = load_spec(SPEC)
     data = load_data(DataConfig(source=source, image_size=size, cache_dir=str(cache), num_images=2000))
     cfg = spec.train_config(dict(spec.baselines[0]))
@@ -61,7 +61,7 @@ def per_thousand(source: str, size: int, cache: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def per_batch(cache: Path, sizes: tuple[int, ...] = (32, 64, 128, 256)) -> dict[str, Any]:
+def per_batch(cache: Path, sizes: tuple[int, ...] = (32, 64, 128, 256)) -> JsonObject:
     """Guided sampling time per image at each sampling batch on the quickstart network (a guided
     batch of B runs the network on 2B images), as a ratio against batch 256."""
     spec = load_spec(SPEC)
@@ -82,7 +82,7 @@ def per_batch(cache: Path, sizes: tuple[int, ...] = (32, 64, 128, 256)) -> dict[
     return {"num_samples": 256, "sampling": GUIDED.as_dict(), "rows": rows}
 
 
-def precision(cache: Path, seeds: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
+def precision(cache: Path, seeds: tuple[int, ...] = (0, 1, 2)) -> JsonObject:
     """The quickstart's winner (README: lr 5.2e-3, batch 32, T=1000, linear) trained once at the
     spec's budget, then scored at its best combination (guidance 2, 30 steps) on three sample seeds in
     fp32 and in bf16 (HPO_CPU_BF16): seconds per 256-sample score and the score per seed."""
@@ -118,7 +118,7 @@ def precision(cache: Path, seeds: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]
     }  # fmt: skip
 
 
-def quickstart_share(cache: Path) -> list[dict[str, Any]]:
+def quickstart_share(cache: Path) -> list[dict[str, float]]:
     spec = load_spec(SPEC)
     data = load_data(replace(spec.data, cache_dir=str(cache)))
     params = dict(spec.baselines[0])
@@ -144,7 +144,7 @@ def quickstart_share(cache: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def measure(mode: str, cache: Path) -> dict[str, Any]:
+def measure(mode: str, cache: Path) -> JsonObject:
     """Run the parts of ``mode`` ("precision": that part alone; "all": every part) in order; their figures."""
     if mode == "precision":
         return {"precision": precision(cache)}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import DIGITS, patch_folder, photo_folder, spec_with, still_folder
+from hpo.files import JsonObject
 
 CACHE = Path("/tmp/hpo-bench-cache/good-models")
 DATASETS = ("digits", "shapes", "photos")
@@ -63,7 +64,7 @@ def configuration(key: ModelKey) -> dict[str, Any]:
 
 def model_spec(
     dataset: str, *, num_samples: int = 256, cache: Path = CACHE, device: str = "cpu", kimg: float | None = None
-) -> dict[str, Any]:
+) -> JsonObject:
     """The quickstart's spec on ``dataset`` at the population's budget (``kimg`` overrides it) and width."""
     cut = PHOTO_CUTS.get(dataset)
     data = {"source": "folder", "path": str(cut(cache))} if cut is not None else {"source": dataset}

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.common import write_result
 from benchmarks.train_throughput import synthetic_data
+from hpo.files import JsonObject
 from hpo.spec.config import TrainConfig
 from hpo.training.model import count_parameters
 from hpo.training.trainer import Trainer
@@ -41,7 +41,7 @@ def measure(args: argparse.Namespace, compile_: bool) -> tuple[float, float, int
     return steps_per_second, float(counter.get_total_flops()), count_parameters(trainer.model)
 
 
-def report(batch: int, peak_tflops: float, compile_: bool, measured: tuple[float, float, int]) -> dict[str, Any]:
+def report(batch: int, peak_tflops: float, compile_: bool, measured: tuple[float, float, int]) -> JsonObject:
     """Print one line of the table from ``measure``'s (steps/s, FLOPs per step, parameters); its figures."""
     sps, flops, params = measured
     images, tflops = sps * batch, flops * sps / 1e12

@@ -66,7 +66,7 @@ def run_size(full: ImageData, n: int, kimg: float, cache: Path) -> dict[str, Any
 
     def on_eval(point: EvalPoint, ema: Any) -> None:
         measured = probe.measure(ema, SAMPLING, class_frequencies=data.class_frequencies())
-        rows.append((point.kimg, {**point.metrics, **measured}))
+        rows.append((point.kimg, {**point.metrics, **measured.as_dict()}))
 
     started = time.perf_counter()
     result = train(cfg, data, on_eval=on_eval)

@@ -31,13 +31,13 @@ import re
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import optuna
 from optuna.trial import Trial, TrialState
 
 from benchmarks.common import DIGITS, quiet, spec_with, write_result
 from benchmarks.tabular import POINTS, Measured, Table, View, add_table_arguments, tables_of
+from hpo.files import JsonObject
 from hpo.service.pruning import make_pruner
 from hpo.service.rung import decide
 from hpo.service.space import suggest
@@ -45,12 +45,12 @@ from hpo.service.study import enqueue_baseline, make_sampler
 from hpo.service.trials import PAUSED, mark_ended
 from hpo.spec.spec import Spec, spec_from_dict
 
-SAMPLERS: dict[str, dict[str, Any]] = {
+SAMPLERS: dict[str, JsonObject] = {
     "random": {"name": "random"},
     "tpe (constant liar)": {"name": "tpe", "n_startup_trials": 10},
     "gp": {"name": "gp", "n_startup_trials": 10},
 }
-PRUNERS: dict[str, tuple[View, dict[str, Any]]] = {
+PRUNERS: dict[str, tuple[View, JsonObject]] = {
     "none": (View(4), {"name": "none"}),
     "median 2/0, 4 even (default)": (View(4), {"name": "median", "startup_trials": 2, "warmup_evals": 0}),
     "halving 2+guard, 5 doubling": (
@@ -62,7 +62,7 @@ PRUNERS: dict[str, tuple[View, dict[str, Any]]] = {
 REFERENCE = ("tpe (constant liar)", "median 2/0, 4 even (default)")  # the spec's `auto` beside a pruner
 
 
-def spec_for(sampler: dict[str, Any], pruner: tuple[View, dict[str, Any]], seed: int, trials: int) -> Spec:
+def spec_for(sampler: JsonObject, pruner: tuple[View, JsonObject], seed: int, trials: int) -> Spec:
     view, settings = pruner
     raw = spec_with(
         DIGITS, sampler={**sampler, "seed": seed}, study={**DIGITS["study"], "n_trials": trials}, pruner=settings,
@@ -175,7 +175,7 @@ def simulate(table: Table, spec: Spec, view: View, trials: int, workers: int, sw
     return Outcome(best, trained, wall, complete, tuple(completions))
 
 
-def report(table: Table, seeds: int, trials: int, workers: list[int], only: str | None = None) -> dict[str, Any]:
+def report(table: Table, seeds: int, trials: int, workers: list[int], only: str | None = None) -> JsonObject:
     sd, top = table.seed_sd, table.best()
     print(
         f"\n## {table.dataset}: {trials} trials, {seeds} sampler seeds; training seed sd {sd:.3g}; best cell {top:.4g}"
@@ -184,7 +184,7 @@ def report(table: Table, seeds: int, trials: int, workers: list[int], only: str 
         f"{'workers':>7} {'sampler':>20} {'pruner':>30} {'budgets':>8} {'saved':>6} {'wall':>6} {'gap (sd)':>14} "
         f"{'> ref+1sd':>9} {'complete':>8} {'s/ask':>6}"
     )
-    rows: list[dict[str, Any]] = []
+    rows: list[JsonObject] = []
     for w in workers:
         unpruned: dict[str, float] = {}
         gaps: dict[tuple[str, str], list[float]] = {}
@@ -205,7 +205,7 @@ def report(table: Table, seeds: int, trials: int, workers: list[int], only: str 
                 budgets = statistics.fmean(o.trained for o in out)
                 if pruner_label == "none":
                     unpruned[sampler_label] = budgets
-                row: dict[str, Any] = {
+                row: JsonObject = {
                     "workers": w, "sampler": sampler_label, "pruner": pruner_label, "budgets": budgets,
                     "saved": unpruned[sampler_label] / budgets, "wall": statistics.fmean(o.wall for o in out),
                     "gap_sd": statistics.fmean(gap), "gap_se": statistics.stdev(gap) / math.sqrt(len(gap)),
@@ -216,7 +216,7 @@ def report(table: Table, seeds: int, trials: int, workers: list[int], only: str 
         for row in rows:
             if row["workers"] != w:
                 continue
-            gap = gaps[(row["sampler"], row["pruner"])]
+            gap = gaps[(str(row["sampler"]), str(row["pruner"]))]
             row["share_over_ref_plus_1sd"] = sum(g > ref + 1 for g in gap) / len(gap)
             print(
                 f"{w:>7} {row['sampler']:>20} {row['pruner']:>30} {row['budgets']:>8.1f} {row['saved']:>5.2f}x "

@@ -46,12 +46,13 @@ from benchmarks.common import (
 )
 from benchmarks.tabular import NUM_EVALS, Measured, View, replay_trial
 from benchmarks.tabular import replay_rung as rung_outcomes
+from hpo.files import JsonObject
 from hpo.records import PRUNING_METRIC, TrialRecord
 from hpo.service.pruning import make_pruner
 from hpo.service.trials import continued_numbers
 from hpo.spec.spec import spec_from_dict
 
-PRUNERS: dict[str, dict[str, Any]] = {
+PRUNERS: dict[str, JsonObject] = {
     "median": {"name": "median", "startup_trials": 3, "warmup_evals": 1},
     "hyperband": {"name": "hyperband", "min_resource": 1, "reduction_factor": 3},
     "successive_halving": {"name": "successive_halving", "min_resource": 1, "reduction_factor": 3},
@@ -64,7 +65,7 @@ Outcome = list[tuple[int, float | None]]  # per trial: evaluation points trained
 
 POINTS = View(NUM_EVALS)  # every study's evaluation points (the replays take all of them as trained to the end)
 PHOTOS = Path("/tmp/hpo-bench-cache")  # where the photographs' patches are cut once
-DATASETS: dict[str, Callable[[], dict[str, Any]]] = {
+DATASETS: dict[str, Callable[[], JsonObject]] = {
     "digits": lambda: {"source": "digits"},
     "photos": lambda: {"source": "folder", "path": str(photo_folder(PHOTOS))},
 }
@@ -74,10 +75,10 @@ def base(
     trials: int,
     kimg: float,
     name: str,
-    pruner: dict[str, Any],
+    pruner: JsonObject,
     points: View = POINTS,
-    data: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    data: JsonObject | None = None,
+) -> JsonObject:
     """The study's spec at ``points`` on ``data`` (digits by default), so the real runs and the replays agree."""
     return spec_with(
         DIGITS,
@@ -114,7 +115,7 @@ def measured(t: FrozenTrial, evals: int) -> Measured:
     return Measured(math.inf if t.value is None else t.value, points)
 
 
-def replay(raw: dict[str, Any], unpruned: list[FrozenTrial]) -> Outcome:
+def replay(raw: JsonObject, unpruned: list[FrozenTrial]) -> Outcome:
     """The pruner of ``raw`` deciding on the unpruned trials' recorded curves, in the same order and
     under the same study name (Hyperband assigns brackets by it)."""
     spec = spec_from_dict(raw)
@@ -153,7 +154,7 @@ def table(unpruned: Outcome, replays: dict[str, Outcome], kimg: float, points: V
     return rows
 
 
-def seed_scores(unpruned: optuna.Study, kimg: float, folder: Path, data: dict[str, Any]) -> list[float]:
+def seed_scores(unpruned: optuna.Study, kimg: float, folder: Path, data: JsonObject) -> list[float]:
     """The unpruned study's best FID, then its best configuration's retrained with seeds 1 and 2."""
     winner = dict(unpruned.best_trial.params)
     seeds = [best_value(unpruned)]

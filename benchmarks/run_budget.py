@@ -24,22 +24,27 @@ Records: benchmarks/results/run_budget/DATASET-ARM-BUDGET-sSEED.json; work in ~/
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from benchmarks.common import write_result
 from hpo.analysis.noise import pair_sd
 from hpo.analysis.tables import duration
+from hpo.files import JsonObject
 from hpo.planning.spec_yaml import QUICKSTART_LR, QUICKSTART_SCHEDULE, QUICKSTART_T
 from hpo.records import TrialRecord
 from hpo.run.budget import parse_budget
+from hpo.run.ledger import Ledger
 from hpo.run.sizing import speed_of
 from hpo.run.split import Split, final_kimg
 
@@ -135,7 +140,37 @@ def score_export(model: Path, seeds: tuple[int, ...] = (0, 1)) -> list[float]:
     return [score(scorer, net, winner.sampling, class_frequencies=frequencies, seed=s).fid for s in seeds]
 
 
-def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BudgetRecord:
+    """One arm's run at one budget and seed: what it spent, its export's score on two sample draws, and
+    (`hpo run`) each phase's planned and spent seconds and state, and what it decided."""
+
+    dataset: str
+    arm: str
+    budget_s: float
+    seed: int
+    spent_s: float
+    fid: list[float]  # one per sample draw
+    mean: float
+    sd: float
+    samples: int
+    sampling: JsonObject
+    ledger: JsonObject | None = None  # phase → [planned_s, spent_s, state]
+    decisions: JsonObject | None = None
+
+    def as_dict(self) -> JsonObject:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def read(cls, path: Path) -> BudgetRecord:
+        """A record ``write_result`` wrote (its measures under "result"), or one written before it was used."""
+        raw = json.loads(path.read_text())
+        measured = raw["result"] if "benchmark" in raw else raw
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in measured.items() if k in names})
+
+
+def measure(dataset: str, arm: str, budget_s: float, seed: int) -> BudgetRecord:
     name = f"{dataset}-{arm.replace('/', '_')}-{int(budget_s)}-s{seed}"
     work = WORK / name
     if work.exists():
@@ -147,28 +182,28 @@ def measure(dataset: str, arm: str, budget_s: float, seed: int) -> dict[str, Any
     model = run_arm(arm, folder, budget_s, work, seed) if is_run else train_arm(arm, folder, budget_s, work, seed)
     spent = time.monotonic() - started
     values = score_export(model)
-    record: dict[str, Any] = {
-        "dataset": dataset, "arm": arm, "budget_s": budget_s, "seed": seed, "spent_s": round(spent, 1),
-        "fid": values, "mean": sum(values) / len(values), "sd": pair_sd(values[0], values[1]),
-        "samples": SCORE_SAMPLES, "sampling": json.loads((model / "sampling.json").read_text())["sampling"],
-    }  # fmt: skip
+    sampling: JsonObject = json.loads((model / "sampling.json").read_text())["sampling"]
+    record = BudgetRecord(
+        dataset, arm, budget_s, seed, round(spent, 1), values, sum(values) / len(values), pair_sd(values[0], values[1]),
+        SCORE_SAMPLES, sampling,
+    )  # fmt: skip
     if is_run:
-        record["arm"] = run_label(arm, work / "run")
-        ledger = json.loads((model / "ledger.json").read_text())
-        record["ledger"] = {p["name"]: [round(p["planned_s"]), round(p["spent_s"]), p["state"]] for p in
-                            ledger["phases"]}  # fmt: skip
-        record["decisions"] = ledger["decisions"]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps({k: record[k] for k in ("dataset", "arm", "spent_s", "fid", "sd")}), flush=True)
+        ledger = Ledger.from_dict(json.loads((model / "ledger.json").read_text()))
+        phases: JsonObject = {p.name: [round(p.planned_s), round(p.spent_s), p.state] for p in ledger.phases}
+        record = dataclasses.replace(
+            record, arm=run_label(arm, work / "run"), ledger=phases, decisions=dataclasses.asdict(ledger.decisions)
+        )
+    write_result(name, record.as_dict(), folder=RESULTS)  # with the command, date, machine and threads
+    print(json.dumps({"dataset": dataset, "arm": record.arm, "spent_s": record.spent_s, "fid": values,
+                      "sd": record.sd}), flush=True)  # fmt: skip
     return record
 
 
-def arm_stats(records: list[dict[str, Any]]) -> tuple[float, float, int]:
+def arm_stats(records: list[BudgetRecord]) -> tuple[float, float, int]:
     """(mean over training seeds, sd between them, seeds); one seed: its two draws' sampling sd."""
-    means = [r["mean"] for r in records]
+    means = [r.mean for r in records]
     if len(means) == 1:
-        return means[0], records[0]["sd"], 1
+        return means[0], records[0].sd, 1
     mean = sum(means) / len(means)
     return mean, math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1)), len(means)
 
@@ -187,16 +222,16 @@ def run_label(arm: str, run: Path) -> str:
 
 
 def table() -> str:
-    records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-    groups: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
+    records = [BudgetRecord.read(p) for p in sorted(RESULTS.glob("*.json"))]
+    groups: dict[tuple[str, float, str], list[BudgetRecord]] = {}
     for r in records:
-        groups.setdefault((r["dataset"], r["budget_s"], r["arm"]), []).append(r)
+        groups.setdefault((r.dataset, r.budget_s, r.arm), []).append(r)
     rows = ["| dataset | budget | arm | seeds | spent | classifier-FID per seed (2 048, mean of 2 draws) | mean "
             "| sd between seeds |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for (dataset, budget, arm), rs in sorted(groups.items()):
         mean, sd, n = arm_stats(rs)
-        spent = sorted(r["spent_s"] / budget for r in rs)
-        per_seed = ", ".join(f"{r['mean']:.4g}" for r in rs)
+        spent = sorted(r.spent_s / budget for r in rs)
+        per_seed = ", ".join(f"{r.mean:.4g}" for r in rs)
         rows.append(f"| {dataset} | {duration(budget)} | {arm} | {n} | {spent[0]:.0%}–{spent[-1]:.0%} | {per_seed} "
                     f"| {mean:.4g} | {sd:.2g} |")  # fmt: skip
     rows.append("")

@@ -42,6 +42,7 @@ from benchmarks import parallel_search
 from benchmarks.common import quiet, write_result
 from benchmarks.pruning_replay import CANDIDATES, Candidate, outcomes, studies_of
 from benchmarks.tabular import POINTS, Measured, Table, add_table_arguments, tables_of
+from hpo.files import JsonObject
 from hpo.run.split import Costs
 from hpo.spec.rules import rung_continued
 
@@ -147,7 +148,11 @@ def report(
     return rows
 
 
-GPU_TPE = {"name": "tpe", "n_startup_trials": 8}  # the sampler of hpo init's GPU plan (spec_yaml.sampler_and_pruner)
+# GPU_TPE: the sampler of hpo init's GPU plan (spec_yaml.sampler_and_pruner)
+GPU_TPE: JsonObject = {
+    "name": "tpe",
+    "n_startup_trials": 8,
+}  # the sampler of hpo init's GPU plan (spec_yaml.sampler_and_pruner)
 TPE_PRUNERS = {  # parallel_search's names of the two pruners above
     "halving 2 from 1/16 + guard (hpo run)": "halving 2+guard, 5 doubling",
     "rung at 1/8": "rung at 1/8, 5 doubling",

@@ -48,6 +48,7 @@ from scipy.stats import spearmanr
 
 from benchmarks.common import photo_folder, write_result
 from hpo.analysis.noise import pair_sd
+from hpo.files import JsonObject
 from hpo.scoring.distance import Reference, frechet, frechet_pca, kid
 
 CACHE = Path("/tmp/hpo-bench-cache/screen")
@@ -74,7 +75,7 @@ STATISTICS: dict[str, Statistic] = {
 # ---------------------------------------------------------------- measuring (cached per model)
 
 
-def data_section(dataset: str, root: Path) -> dict[str, Any]:
+def data_section(dataset: str, root: Path) -> JsonObject:
     if dataset == "photos":
         return {"source": "folder", "path": str(photo_folder(root))}
     return {"source": dataset}
@@ -237,7 +238,7 @@ def print_table(dataset: str, rows: dict[str, dict[str, float]], screen: int, fu
         )
 
 
-def across_models(models: list[Model], count: int = 128, combo: str = "2/10") -> dict[str, Any]:
+def across_models(models: list[Model], count: int = 128, combo: str = "2/10") -> JsonObject:
     """The tabular benchmark's statistic (``benchmarks/tabular.py``: classifier-FID of 128 samples at
     guidance 2, 10 DDIM steps, compared across trained models) against FID of all the samples:
     Spearman over the models, with and without the PCA projection."""

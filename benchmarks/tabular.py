@@ -244,7 +244,7 @@ def _measure(job: tuple[str, float, Cell, int, str]) -> tuple[str, int, Measured
             SamplingConfig(guidance_scale=2.0, steps=10, eta=0.0),
             class_frequencies=data.class_frequencies(),
             seed=seed,
-        )["score"]
+        ).score
         score = value if math.isfinite(value) else DIVERGED
     return cell_key(cell), seed, Measured(score, tuple(curve)), time.perf_counter() - started
 

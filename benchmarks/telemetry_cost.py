@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import write_result
+from hpo.files import JsonObject
 from hpo.spec.loading import load_spec
 from hpo.spec.spec import Spec, TrackingSettings
 from hpo.tracking.base import RunInfo
@@ -40,7 +41,7 @@ def timed(fn: Callable[..., None], spent: list[float]) -> Callable[..., None]:
     return call
 
 
-def measure(spec: Spec) -> dict[str, Any]:
+def measure(spec: Spec) -> JsonObject:
     """Train the spec's first baseline without telemetry, then with TensorBoard; the figures, by name."""
     cfg = spec.train_config(dict(spec.baselines[0]))
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,7 +71,7 @@ def measure(spec: Spec) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def show(r: dict[str, Any]) -> None:
+def show(r: JsonObject) -> None:
     print(f"digits quickstart baseline: {r['steps']} steps, {r['threads']} threads")
     print(f"training without telemetry: {r['plain_s']:.1f} s; with TensorBoard: {r['tracked_s']:.1f} s")
     print(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
@@ -123,7 +123,7 @@ def main() -> None:
     print(f"diffusers loop     : {theirs_sps:7.2f} steps/s  ({theirs_params / 1e6:.2f}M parameters)")
     ratio = ours_sps / theirs_sps
     print(f"ratio hpo/diffusers: {ratio:.2f}x")
-    cuda: dict[str, Any] = {"images_per_s": None, "tflop_per_s": None}
+    cuda: Mapping[str, float | None] = {"images_per_s": None, "tflop_per_s": None}
     if device.type == "cuda":
         cuda = cuda_figures(trainer, ours_sps, args.batch)
         print(f"hpo images/s: {cuda['images_per_s']:.0f}; achieved {cuda['tflop_per_s']:.1f} TFLOP/s (bf16 autocast)")

@@ -50,7 +50,7 @@ def score_run(cfg: TrainConfig, data: ImageData, probe: ProgressProbe) -> float:
     """The run's classifier-FID at the end; infinite when training diverged (it ranks last)."""
     with contextlib.suppress(TrainingAborted):
         model = train(cfg, data).model
-        return float(probe.measure(model, SAMPLING, class_frequencies=data.class_frequencies())["score"])
+        return float(probe.measure(model, SAMPLING, class_frequencies=data.class_frequencies()).score)
     return math.inf
 
 

@@ -546,7 +546,7 @@ def confirm_cmd(
     kimg: Annotated[float | None, typer.Option(help="training budget (default: the study's)", min=0.001)] = None,
     budgets: Annotated[
         str | None,
-        typer.Option(help="a ladder: multiples of the study's budget, e.g. 1,4,16; one run per seed gives every rung"),
+        typer.Option(help="multiples of the study's budget, e.g. 1,4,16; one run per seed scores every budget"),
     ] = None,
     widths: Annotated[
         str | None,

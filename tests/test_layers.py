@@ -251,3 +251,24 @@ def test_the_top_rules_report_a_planted_violation(tmp_path: Path) -> None:
     assert oversized(commands) == [f"commands/planted.py: {MAX_COMMAND_LINES + 2} lines (at most 250)"]
     lines = sum(len(p.read_text().splitlines()) for p in commands.glob("*.py"))
     assert oversized(commands, total=100)[-1] == f"commands/: {lines} lines (under 100)"
+
+
+def class_names(paths: list[Path]) -> dict[str, list[str]]:
+    """Each class name defined at a module's top level → the modules that define it."""
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(str(path.relative_to(path.parents[1])))
+    return found
+
+
+def test_each_class_name_means_one_thing() -> None:
+    twice = {name: where for name, where in class_names(sorted(ROOT.rglob("*.py"))).items() if len(where) > 1}
+    assert not twice, f"class names defined more than once: {twice}"
+
+
+def test_the_class_name_check_finds_a_name_defined_twice(tmp_path: Path) -> None:
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("class CurvePoint:\n    pass\n")
+    assert len(class_names(sorted(tmp_path.glob("*.py")))["CurvePoint"]) == 2

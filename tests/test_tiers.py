@@ -3,6 +3,8 @@ tier only, and a default-tier test that runs past the limit fails naming where i
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,51 @@ def test_every_other_tier_collects_and_every_fixture_it_asks_for_exists(pytester
     )  # fmt: skip
     errors = [line for line in result.outlines if line.startswith("ERROR") or "fixture '" in line]
     assert result.ret == 0 and not errors, "\n".join(result.outlines[-40:])
+
+
+ROW = re.compile(r"^\| `(tests/[^`]+\.py)` \| (\d+) \|$", re.M)
+HEADING = re.compile(r"^(\w+) \((\d+) test functions in (\d+) files\)$", re.M)
+
+
+def defined_tests(path: Path) -> int:
+    """The test functions a file defines (a parametrised one once): what tests/README.md counts."""
+    return sum(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
+
+
+def readme_count_errors(text: str, tests: Path = TESTS) -> list[str]:
+    """Where tests/README.md's per-file counts or a tier heading's totals differ from the files."""
+    errors = []
+    for chunk in text.split("\n### ")[1:]:
+        heading = HEADING.match(chunk.splitlines()[0])
+        rows = ROW.findall(chunk)
+        if heading is None:
+            continue
+        for name, said in rows:
+            if (found := defined_tests(tests.parent / name)) != int(said):
+                errors.append(f"{name}: README says {said} test functions, the file defines {found}")
+        total = sum(int(n) for _, n in rows)
+        if (int(heading[2]), int(heading[3])) != (total, len(rows)):
+            errors.append(f"### {heading[1]}: says {heading[2]} in {heading[3]} files; rows: {total} in {len(rows)}")
+    return errors
+
+
+def test_the_tests_readme_counts_what_the_files_define() -> None:
+    text = (TESTS / "README.md").read_text()
+    headings = [HEADING.match(chunk.splitlines()[0]) for chunk in text.split("\n### ")[1:]]
+    assert sorted(h[1] for h in headings if h) == sorted(TIERS), "every tier's heading says its counts"
+    errors = readme_count_errors(text)
+    assert not errors, "\n".join(errors)
+
+
+def test_the_count_check_finds_a_wrong_row_and_a_wrong_total(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    text = "\n### default (3 test functions in 1 files)\n\n| `tests/test_a.py` | 3 |\n"
+    assert readme_count_errors(text, tmp_path / "tests") == [
+        "tests/test_a.py: README says 3 test functions, the file defines 2"
+    ]
+    fixed = text.replace("| 3 |", "| 2 |")
+    assert readme_count_errors(fixed, tmp_path / "tests") == ["### default: says 3 in 1 files; rows: 2 in 1"]

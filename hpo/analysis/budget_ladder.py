@@ -1,4 +1,4 @@
-"""The budget ladder's arithmetic: per rung (a multiple of the study's budget) the configurations'
+"""The budget ladder's arithmetic: per budget (a multiple of the study's budget) the configurations'
 seed means, their rank correlation with the study's order and a verdict; over the ladder, one
 sentence (the winner holds, from when it is tied, or where the order flips); per configuration its
 seed-mean curve. Pure functions of typed rows; :mod:`hpo.companions.ladder` reads the rows."""
@@ -9,14 +9,14 @@ import statistics
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from hpo.analysis.confirmation import Confirmed, rank_correlation, reading, rung_state
+from hpo.analysis.confirmation import Confirmed, agreement_state, rank_correlation, reading
 from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.seeds import SeedStats
 from hpo.analysis.stopping import Forecast
 from hpo.records import FloorRecord, StopVerdict
 
 
-class CurvePoint(NamedTuple):
+class SeedMeanPoint(NamedTuple):
     kimg: float
     mean: float  # over the seeds that reached this point
     sd: float
@@ -24,7 +24,7 @@ class CurvePoint(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Rung:
+class LadderBudget:
     multiple: int
     kimg: float
     configs: list[Confirmed]  # in the study's order
@@ -35,9 +35,9 @@ class Rung:
 
 @dataclass(frozen=True)
 class Ladder:
-    rungs: list[Rung]
+    budgets: list[LadderBudget]
     summary: str
-    curves: dict[int, list[CurvePoint]]  # source trial → its seed-mean curve
+    curves: dict[int, list[SeedMeanPoint]]  # source trial → its seed-mean curve
     stops: dict[int, StopVerdict]
     forecasts: dict[int, Forecast]
     floor: FloorRecord | None
@@ -45,20 +45,20 @@ class Ladder:
     expected: int
 
 
-def rung(multiple: int, base_kimg: float, configs: list[Confirmed]) -> Rung:
-    """The rung at ``multiple`` × the study's budget, from each configuration's seeds there."""
+def ladder_budget(multiple: int, base_kimg: float, configs: list[Confirmed]) -> LadderBudget:
+    """The ladder's budget at ``multiple`` × the study's budget, from each configuration's seeds there."""
     scored = [c for c in configs if c.values]
-    state, text = rung_state(scored), reading(scored, multiple)
-    return Rung(multiple, base_kimg * multiple, configs, rank_correlation(scored), state, text)
+    state, text = agreement_state(scored), reading(scored, multiple)
+    return LadderBudget(multiple, base_kimg * multiple, configs, rank_correlation(scored), state, text)
 
 
 def ladder_rows(ladder: Ladder) -> list[tuple[str, float, list[str]]]:
-    """Per configuration (the study's order): its label, study value and "mean ± sd" at each rung
+    """Per configuration (the study's order): its label, study value and "mean ± sd" at each budget
     ("—" where no seed has reached it): the table that ``hpo confirm`` prints and the report shows."""
     rows = []
-    for c in ladder.rungs[0].configs:
+    for c in ladder.budgets[0].configs:
         cells = []
-        for r in ladder.rungs:
+        for r in ladder.budgets:
             at = next((x for x in r.configs if x.trial == c.trial), None)
             cells.append(f"{at.mean:.4g} ± {at.spread:.2g}" if at is not None and at.values else "—")
         rows.append((c.label, c.study_value, cells))
@@ -69,11 +69,11 @@ def copy_floor_text(floor: FloorRecord) -> str:
     return f"{100 * (copy_floor_of(floor) or 0.0):.1f} %"
 
 
-def ladder_summary(rungs: list[Rung]) -> str:
+def ladder_summary(budgets: list[LadderBudget]) -> str:
     """One sentence over the whole ladder."""
-    done = [r for r in rungs if r.state != "pending"]
+    done = [r for r in budgets if r.state != "pending"]
     if not done:
-        return "No rung has two scored configurations yet."
+        return "No budget has two scored configurations yet."
     top = done[-1].multiple
     flips = [r for r in done if r.state == "flips"]
     if flips and flips[0].multiple == 1:
@@ -84,7 +84,7 @@ def ladder_summary(rungs: list[Rung]) -> str:
     if flips:
         return (
             f"The order flips at {flips[0].multiple}× the budget ({flips[0].text}) — the study's budget is too short "
-            "to rank these configurations on this data: raise train.kimg (or rank by this ladder's longest rung)."
+            "to rank these configurations on this data: raise train.kimg (or rank by this ladder's longest budget)."
         )
     if all(r.state == "holds" for r in done):
         return f"The winner holds to {top}× the budget."
@@ -92,7 +92,7 @@ def ladder_summary(rungs: list[Rung]) -> str:
     return f"From {first_tie.multiple}× the budget on, the winner is tied with another configuration: {done[-1].text}"
 
 
-def curve_point(seeds: list[tuple[float, float]]) -> CurvePoint:
+def seed_mean_point(seeds: list[tuple[float, float]]) -> SeedMeanPoint:
     """(kimg, score) of each seed at one evaluation point → their mean point."""
     stats = SeedStats.of([score for _, score in seeds])
-    return CurvePoint(statistics.fmean(k for k, _ in seeds), stats.mean, stats.sd, stats.seeds)
+    return SeedMeanPoint(statistics.fmean(k for k, _ in seeds), stats.mean, stats.sd, stats.seeds)

@@ -2,7 +2,7 @@
 correlation with the study's order, and one sentence (the winner holds, is tied, or does not hold).
 
 Pure functions of typed rows (:class:`Confirmed`): the companions read the rows from their studies,
-this module only does the arithmetic and the words. One rule for the confirmation, each rung of the
+this module only does the arithmetic and the words. One rule for the confirmation, each budget of the
 budget ladder and each width of the width ladder.
 """
 
@@ -108,7 +108,7 @@ def baseline_text(scored: list[Confirmed], best: Confirmed) -> str:
     return f" The best beats the baseline (trial {baseline.trial}, {seed_mean_text(baseline)}) by {gain:.3g}."
 
 
-def rung_state(scored: list[Confirmed]) -> str:
+def agreement_state(scored: list[Confirmed]) -> str:
     """holds | tied | flips | pending: the study's winner (first) against the best seed mean."""
     if len(scored) < 2:
         return "pending"

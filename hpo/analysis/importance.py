@@ -95,7 +95,7 @@ def common_eval_point(trials: Sequence[FrozenTrial]) -> int | None:
 def validation_target(index: int) -> Target:
     def target(t: FrozenTrial) -> float | None:
         point = TrialRecord.current(t).point(index)
-        value = point.get(PRUNING_METRIC) if point is not None else None
+        value = point.entry.val_rel if point is not None else None
         return value if value is not None and np.isfinite(value) else None
 
     return target

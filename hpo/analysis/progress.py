@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from hpo.analysis.noise import Noise
 from hpo.files import JsonObject
-from hpo.records import FloorRecord, worst_copy
+from hpo.records import CurveEntry, FloorRecord
 
 Space = Literal["pixels", "features"]
 
@@ -96,16 +96,16 @@ def fidelity_text(scores: Mapping[str, Any], floor_record: FloorRecord | None) -
     return "; ".join(parts) or None
 
 
-def eval_point_text(metrics: dict[str, float], metric_name: str) -> str:
+def eval_point_text(entry: CurveEntry, metric_name: str) -> str:
     """One evaluation point's score, copy share and generalisation gap, as ``hpo train`` prints it."""
     parts = []
-    if "score" in metrics:
-        parts.append(f"{metric_name} {metrics['score']:.4g}")
-    share, high = worst_copy(metrics), worst_copy(metrics, "_high")
+    if entry.score is not None:
+        parts.append(f"{metric_name} {entry.score:.4g}")
+    share, high = entry.worst_copy(), entry.worst_copy("_high")
     if share is not None and high is not None:
         parts.append(f"copies {100 * share:.1f} % (up to {100 * high:.1f} %)")
-    if "gap" in metrics:
-        parts.append(f"gap {metrics['gap']:.3f}")
+    if entry.gap is not None:
+        parts.append(f"gap {entry.gap:.3f}")
     return ", ".join(parts)
 
 

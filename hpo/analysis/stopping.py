@@ -184,7 +184,7 @@ def forecast(points: Sequence[Point], target_kimg: float, *, draws: int = 200, s
             None,
             None,
             f"no forecast at {target_kimg:g} kimg: over {MAX_EXTRAPOLATION:g}× past the last point ({last:g} kimg); "
-            f"add a rung of at least {target_kimg / MAX_EXTRAPOLATION:g} kimg",
+            f"add a budget of at least {target_kimg / MAX_EXTRAPOLATION:g} kimg",
         )
     x = np.array([p.kimg for p in pts])
     y = np.array([p.score for p in pts])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hpo.analysis.confirmation import Confirmed, rung_state, seed_mean_text
+from hpo.analysis.confirmation import Confirmed, agreement_state, seed_mean_text
 from hpo.analysis.transfer import Transfer, TransferRun, transfer
 
 
@@ -27,7 +27,7 @@ class ConfigTransfer:
 
 
 @dataclass(frozen=True)
-class WidthRung:
+class LadderWidth:
     factor: float
     configs: list[Confirmed]  # each configuration's seeds at its best lr at this width, in the study's order
     state: str  # holds | tied | flips | pending
@@ -37,7 +37,7 @@ class WidthRung:
 @dataclass(frozen=True)
 class WidthLadder:
     transfers: list[ConfigTransfer]  # in the study's order
-    rungs: list[WidthRung]
+    widths: list[LadderWidth]
     summary: str
     parameterization: str
     finished: int
@@ -60,7 +60,7 @@ def config_transfer(head: Confirmed, runs: list[TransferRun], widths: int, lrs: 
     return ConfigTransfer(head.trial, head.study_value, head.baseline, runs, result, result.text)
 
 
-def rung_at(width_index: int, factor: float, transfers: list[ConfigTransfer]) -> WidthRung:
+def width_at(width_index: int, factor: float, transfers: list[ConfigTransfer]) -> LadderWidth:
     configs = []
     for c in transfers:
         if c.result is None:
@@ -68,11 +68,11 @@ def rung_at(width_index: int, factor: float, transfers: list[ConfigTransfer]) ->
         best = c.result.optima[width_index]
         values = [r.score for r in c.runs if r.width == best.width and r.lr == best.grid_lr]
         configs.append(Confirmed(c.trial, c.study_value, c.baseline, values))
-    state = rung_state(configs)
-    return WidthRung(factor, configs, state, rung_text(factor, configs, state))
+    state = agreement_state(configs)
+    return LadderWidth(factor, configs, state, width_text(factor, configs, state))
 
 
-def rung_text(factor: float, configs: list[Confirmed], state: str) -> str:
+def width_text(factor: float, configs: list[Confirmed], state: str) -> str:
     at = f"at {factor:g}× the width"
     if state == "pending":
         return f"{at}: fewer than two configurations have finished every run"
@@ -84,12 +84,12 @@ def rung_text(factor: float, configs: list[Confirmed], state: str) -> str:
     return f"{at}, trial {best.trial} ({seed_mean_text(best)}) beats the study's winner ({seed_mean_text(winner)})"
 
 
-def width_summary(transfers: list[ConfigTransfer], rungs: list[WidthRung]) -> str:
+def width_summary(transfers: list[ConfigTransfer], per_width: list[LadderWidth]) -> str:
     """One sentence: the winner's lr across widths, then whether its rank holds."""
     if not transfers or transfers[0].result is None:
         return "The width ladder is not finished: " + (transfers[0].text if transfers else "no run has finished yet")
     head = f"Trial {transfers[0].trial}: {transfers[0].text}."
-    flips = [r for r in rungs if r.state == "flips"]
+    flips = [r for r in per_width if r.state == "flips"]
     if flips:
         return f"{head} But the ranking does not carry over: {flips[0].text}."
     return head
@@ -108,5 +108,5 @@ def width_ladder(
     """The ladder from each configuration's head row and finished runs, in the study's order."""
     ordered = sorted(heads, key=lambda h: h[0].study_value if math.isfinite(h[0].study_value) else math.inf)
     transfers = [config_transfer(head, runs, len(factors), lrs, seeds) for head, runs in ordered]
-    rungs = [rung_at(i, f, transfers) for i, f in enumerate(factors)]
-    return WidthLadder(transfers, rungs, width_summary(transfers, rungs), parameterization, finished, expected)
+    per_width = [width_at(i, f, transfers) for i, f in enumerate(factors)]
+    return WidthLadder(transfers, per_width, width_summary(transfers, per_width), parameterization, finished, expected)

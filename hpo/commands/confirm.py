@@ -19,7 +19,7 @@ from hpo.service.storage import open_storage
 from hpo.service.study import load, require_spec
 from hpo.service.urls import redact, resolve_url
 
-MAX_RUNG = 64
+MAX_MULTIPLE = 64
 MAX_WIDTH_FACTOR = 16.0
 
 
@@ -29,9 +29,9 @@ def parse_budgets(text: str) -> list[int]:
         budgets = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
         budgets = []
-    if not budgets or budgets[0] < 1 or budgets[-1] > MAX_RUNG:
+    if not budgets or budgets[0] < 1 or budgets[-1] > MAX_MULTIPLE:
         raise HpoError(
-            f"--budgets {text!r}: expected whole multiples of the study's budget from 1 to {MAX_RUNG}, e.g. 1,4,16"
+            f"--budgets {text!r}: expected whole multiples of the study's budget from 1 to {MAX_MULTIPLE}, e.g. 1,4,16"
         )
     return budgets
 
@@ -55,7 +55,7 @@ def request_of(
 ) -> Request:
     """The flags as one request; two kinds at once is refused in one line."""
     if budgets is not None and kimg is not None:
-        raise HpoError("--budgets and --kimg: give one; --budgets 1,4,16 scores every rung of one long run")
+        raise HpoError("--budgets and --kimg: give one; --budgets 1,4,16 scores every budget of one long run")
     if widths is not None and (budgets is not None or kimg is not None):
         raise HpoError("--widths with --budgets or --kimg: give one; a width ladder trains at the study's budget")
     return Request(

@@ -13,6 +13,7 @@ from optuna.storages import RDBStorage
 
 from hpo.analysis.noise import noise_of
 from hpo.analysis.tables import table
+from hpo.errors import HpoError
 from hpo.files import JsonObject
 from hpo.records import StudyRecord
 from hpo.run.ledger import Ledger
@@ -44,7 +45,10 @@ def run_lines(study: optuna.Study) -> list[str]:
     raw = StudyRecord.of(study).run
     if raw is None:
         return []
-    ledger = Ledger.from_dict(raw)
+    try:
+        ledger = Ledger.from_dict(raw)
+    except HpoError as err:
+        return [f"hpo run: its ledger on this study cannot be read ({err})", ""]
     return [ledger.status_line(), *ledger.lines(), ""]
 
 

@@ -134,7 +134,7 @@ def companion_raw(
     return raw
 
 
-Run = tuple[Params, JsonObject]  # one enqueued trial: its parameters and its user attributes
+Enqueued = tuple[Params, JsonObject]  # one enqueued trial: its parameters and its user attributes
 
 
 def create_companion(
@@ -147,7 +147,7 @@ def create_companion(
     train: JsonObject,
     search: Mapping[str, Sequence[ParamValue]],
     attrs: JsonObject,
-    runs: Iterable[Run],
+    runs: Iterable[Enqueued],
     pointer: str,
 ) -> optuna.Study:
     """The one way a companion is made: the source's spec as the companion's (:func:`companion_raw`),
@@ -178,7 +178,7 @@ def confirmed_results(
     source: optuna.Study, companion: optuna.Study, value_of: Callable[[FrozenTrial], float | None] = final_value
 ) -> list[Confirmed]:
     """Each configuration's values over its seeds, in the study's order; ``value_of`` reads one
-    companion trial (its final value by default, a rung's score for a ladder)."""
+    companion trial (its final value by default, the score at one budget for a ladder)."""
     by_source = {t.number: t for t in source.get_trials(deepcopy=False)}
     values: dict[int, list[float]] = {}
     for t in companion.get_trials(deepcopy=False):

@@ -1,9 +1,9 @@
 """The budget ladder: how a ranking made at the study's budget carries over to 2×, 4×, 16× of it.
 
-``hpo confirm --budgets 1,4,16`` trains each chosen configuration and seed once, to the largest rung,
+``hpo confirm --budgets 1,4,16`` trains each chosen configuration and seed once, to the largest budget,
 scoring it at every multiple of the study's budget on the way (the companion study's trials store
 ``score`` and the copy share in their curve). This module reads those curves into the rows that
-:mod:`hpo.analysis.budget_ladder` judges: per rung, each configuration's seeds; per configuration,
+:mod:`hpo.analysis.budget_ladder` judges: per budget, each configuration's seeds; per configuration,
 its seed-mean curve, its stop verdict and a forecast at ``study.target_kimg``.
 """
 
@@ -17,8 +17,15 @@ import plotly.graph_objects as go
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
-from hpo.analysis.budget_ladder import CurvePoint, Ladder, copy_floor_text, curve_point, ladder_rows, ladder_summary
-from hpo.analysis.budget_ladder import rung as ladder_rung
+from hpo.analysis.budget_ladder import (
+    Ladder,
+    SeedMeanPoint,
+    copy_floor_text,
+    ladder_budget,
+    ladder_rows,
+    ladder_summary,
+    seed_mean_point,
+)
 from hpo.analysis.confirmation import NOT_RANKED
 from hpo.analysis.progress import copy_floor_of
 from hpo.analysis.stopping import Point, forecast, stop_verdict
@@ -32,7 +39,7 @@ from hpo.service.study import require_spec
 
 
 @dataclass(frozen=True)
-class RungValue:
+class BudgetValue:
     """Reads one evaluation point's score from a companion trial's curve."""
 
     index: int
@@ -45,7 +52,7 @@ class RungValue:
 def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: float | None = None) -> Ladder:
     plan = StudyRecord.of(companion).ladder_plan
     base, budgets = plan.base_kimg, list(plan.budgets)
-    rungs = [ladder_rung(m, base, confirmed_results(source, companion, RungValue(m))) for m in budgets]
+    scored = [ladder_budget(m, base, confirmed_results(source, companion, BudgetValue(m))) for m in budgets]
     trials = companion.get_trials(deepcopy=False)
     curves = seed_mean_curves(trials)
     floor = StudyRecord.of(companion).floor
@@ -61,10 +68,10 @@ def ladder_verdict(source: optuna.Study, companion: optuna.Study, *, noise: floa
         if target is not None:
             forecasts[number] = forecast(points, target)
     expected = require_spec(companion).study.n_trials
-    return Ladder(rungs, ladder_summary(rungs), curves, stops, forecasts, floor, finished_count(companion), expected)
+    return Ladder(scored, ladder_summary(scored), curves, stops, forecasts, floor, finished_count(companion), expected)
 
 
-def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
+def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[SeedMeanPoint]]:
     """Per configuration, at every evaluation point some seed scored: the mean over those seeds
     (read from the companion's trials in one pass)."""
     scored: dict[int, dict[int, list[tuple[float, float]]]] = {}
@@ -76,7 +83,7 @@ def seed_mean_curves(trials: list[FrozenTrial]) -> dict[int, list[CurvePoint]]:
         for point in record.points:
             if point.score is not None:
                 scored.setdefault(number, {}).setdefault(point.index, []).append((point.kimg, point.score))
-    return {number: [curve_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
+    return {number: [seed_mean_point(points[i]) for i in sorted(points)] for number, points in scored.items()}
 
 
 def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[float, float]]:
@@ -97,9 +104,9 @@ def copy_points(trials: list[FrozenTrial], number: int) -> dict[float, tuple[flo
 
 
 def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
-    """Score against kimg per configuration (mean ± sd over seeds), the rungs dotted, the floor dashed."""
+    """Score against kimg per configuration (mean ± sd over seeds), the budgets dotted, the floor dashed."""
     fig = go.Figure()
-    baseline = {c.trial for c in ladder.rungs[0].configs if c.baseline}
+    baseline = {c.trial for c in ladder.budgets[0].configs if c.baseline}
     for number, curve in ladder.curves.items():
         name = f"#{number}" + (" (baseline)" if number in baseline else "")
         fig.add_trace(
@@ -111,7 +118,7 @@ def ladder_figure(ladder: Ladder, metric: str) -> go.Figure:
                 name=name,
             )
         )
-    for r in ladder.rungs:
+    for r in ladder.budgets:
         fig.add_vline(x=r.kimg, line_dash="dot", line_color="#bbb")
     if ladder.floor:
         fig.add_hline(y=ladder.floor.score, line_dash="dash", line_color="#2a2", annotation_text="real images")
@@ -130,13 +137,13 @@ class LadderReading:
 
     def json(self) -> JsonObject:
         ladder = self.ladder
-        rungs = [
+        budgets = [
             {"multiple": r.multiple, "kimg": r.kimg, "state": r.state, "rank_correlation": r.rank_correlation,
              "verdict": r.text, "configurations": [configuration_json(c) for c in r.configs]}
-            for r in ladder.rungs
+            for r in ladder.budgets
         ]  # fmt: skip
         return {
-            "finished": ladder.finished, "expected": ladder.expected, "rungs": rungs, "verdict": ladder.summary,
+            "finished": ladder.finished, "expected": ladder.expected, "rungs": budgets, "verdict": ladder.summary,
             "stops": {str(n): s.as_dict() for n, s in ladder.stops.items()},  # JSON keys are strings
             "forecasts": {str(n): {"target_kimg": f.target_kimg, "value": f.value, "low": f.low, "high": f.high,
                               "text": f.text} for n, f in ladder.forecasts.items()},
@@ -146,12 +153,12 @@ class LadderReading:
     def blocks(self) -> list[Block]:
         ladder, metric = self.ladder, self.metric
         header = [
-            "configuration", f"study {metric}", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.rungs)
+            "configuration", f"study {metric}", *(f"{r.multiple}× ({r.kimg:g} kimg)" for r in ladder.budgets)
         ]  # fmt: skip
         rows = [[label, f"{value:.4g}", *cells] for label, value, cells in ladder_rows(ladder)]
-        per_rung = [
+        per_budget = [
             f"{r.multiple}×: rank correlation {rho_text(r.rank_correlation, NOT_RANKED)}; {r.text}"
-            for r in ladder.rungs
+            for r in ladder.budgets
         ]
         stops = [
             f"#{n}: {v.text}" + (f" {ladder.forecasts[n].text}" if n in ladder.forecasts else "")
@@ -161,7 +168,7 @@ class LadderReading:
             Paragraph(ladder.summary, "lead"),
             Table(header, rows),
             Paragraph(f"Mean ± sd over seeds; {ladder.finished} of {ladder.expected} runs finished.", "note"),
-            Items(per_rung),
+            Items(per_budget),
             Chart(ladder_figure(ladder, metric), f"{metric} against kimg, mean ± sd over seeds"),
         ]
         if ladder.floor:
@@ -211,7 +218,7 @@ class LadderKind:
         return [
             Paragraph("No budget ladder yet: nothing says how this ranking carries over to longer runs."),
             NextStep(
-                f"hpo confirm {study_name} --budgets 1,4,16", "one run per configuration and seed gives every rung"
+                f"hpo confirm {study_name} --budgets 1,4,16", "one run per configuration and seed gives every budget"
             ),
         ]
 

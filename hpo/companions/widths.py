@@ -179,10 +179,10 @@ class WidthReading:
                          "edge": o.edge} for o in (c.result.optima if c.result else ())]}
             for c in ladder.transfers
         ]  # fmt: skip
-        rungs: list[JsonObject] = [{"factor": r.factor, "state": r.state, "verdict": r.text} for r in ladder.rungs]
+        per_width: list[JsonObject] = [{"factor": r.factor, "state": r.state, "verdict": r.text} for r in ladder.widths]
         return {
             "parameterization": ladder.parameterization, "finished": ladder.finished, "expected": ladder.expected,
-            "configurations": configs, "rungs": rungs, "verdict": ladder.summary,
+            "configurations": configs, "rungs": per_width, "verdict": ladder.summary,
         }  # fmt: skip
 
     def blocks(self) -> list[Block]:
@@ -197,7 +197,7 @@ class WidthReading:
         ]
         for c in ladder.transfers:
             blocks += config_blocks(c, metric)
-        return [*blocks, Items([r.text for r in ladder.rungs])]
+        return [*blocks, Items([r.text for r in ladder.widths])]
 
 
 def config_blocks(c: ConfigTransfer, metric: str) -> list[Block]:

@@ -25,7 +25,7 @@ OVERFIT_FACTOR = 10.0
 
 
 OVERFIT_LRS = (2e-3, 5e-4, 2e-4, 5e-5)  # Adam on one fixed batch: small networks take the first, large ones a lower one
-LARGE_NETWORK = 10_000_000  # parameters from which the ladder starts at 2e-4 (each rung of a large net costs minutes)
+LARGE_NETWORK = 10_000_000  # parameters from which the ladder starts at 2e-4 (each step of it costs minutes there)
 
 
 def overfit_rates(num_parameters: int) -> tuple[float, ...]:

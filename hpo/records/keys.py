@@ -55,7 +55,7 @@ RUN_ATTR = "hpo_run"  # `hpo run`'s ledger (hpo.run.ledger.Ledger.to_dict) on it
 # first names ("confirm_of" for the source trial above, "hpo_confirm_of" here) so that studies already in
 # a database still read; the Python names say which is which.
 SOURCE_STUDY_ATTR, CONFIRMED_BY = "hpo_confirm_of", "hpo_confirmed_by"
-LADDER, LADDER_BY = "hpo_ladder", "hpo_ladder_by"  # a budget ladder's rungs; the source study's pointer to it
+LADDER, LADDER_BY = "hpo_ladder", "hpo_ladder_by"  # a budget ladder's plan; the source study's pointer to it
 WIDTHS, WIDTHS_BY = "hpo_widths", "hpo_widths_by"  # a width ladder's plan; the source study's pointer to it
 
 

@@ -60,7 +60,7 @@ class FloorRecord(Payload):
 
 @dataclass(frozen=True)
 class LadderPlan(Payload):
-    """A budget ladder's plan: the source study's budget and the multiples of it each rung trains."""
+    """A budget ladder's plan: the source study's budget and the multiples of it the ladder scores."""
 
     base_kimg: float
     budgets: tuple[int, ...]

@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.errors import HpoError
 from hpo.files import JsonObject
 from hpo.records.combo import ComboScore
-from hpo.records.curve import CurvePoint, curve_points
+from hpo.records.curve import CurveEntry, CurvePoint, curve_points
 from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
     BASELINE_ATTR,
@@ -151,18 +151,19 @@ class TrialRecord(Stored):
 
     @cached_property
     def points(self) -> list[CurvePoint]:
-        """The curve's evaluation points, in order (parsed once per record: ``point`` and ``last_point``
-        read them again)."""
+        """The curve's evaluation points, in order (parsed once per record: ``point`` and ``last_entry``
+        reads them again)."""
         return curve_points(self.curve)
 
     def point(self, index: int) -> CurvePoint | None:
         """Evaluation point ``index`` (1-based), if the trial reached it."""
         return next((p for p in self.points if p.index == index), None)
 
-    def last_point(self, key: str) -> float | None:
-        """``key`` at the trial's last evaluation point, if it reached one."""
+    @property
+    def last_entry(self) -> CurveEntry | None:
+        """What the trial's last evaluation point stored, if it reached one."""
         points = self.points
-        return points[-1].get(key) if points else None
+        return points[-1].entry if points else None
 
     @property
     def grids(self) -> dict[str, str]:

@@ -373,10 +373,9 @@ def stop_section(done: Sequence[FrozenTrial]) -> StopSection:
 def run_section(study: optuna.Study) -> CompanionSection | None:
     """The budgeted run this study is the search of: where it is, each phase planned and spent, and
     what it decided; None for a study ``hpo run`` did not create."""
-    raw = StudyRecord.of(study).run
-    if raw is None:
+    ledger = Ledger.read(StudyRecord.of(study).run)
+    if ledger is None:
         return None
-    ledger = Ledger.from_dict(raw)
     rows = [
         [p.name, p.state, duration(p.spent_s), duration(p.planned_s) if p.planned_s else "—", p.note]
         for p in ledger.phases

@@ -109,7 +109,7 @@ def curve_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
         if not points:
             continue
         x = [p.kimg for p in points]
-        y = [p.get(PRUNING_METRIC) for p in points]
+        y = [p.entry.val_rel for p in points]
         stopped, name, colour = t.state in STOPPED, trial_name(t), colours.get(t.number)
         hover = f"{name}: %{{y:.3g}}<extra></extra>"
         fig.add_scatter(
@@ -135,8 +135,7 @@ def level_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:
         points = TrialRecord.current(t).points
         if not points:
             continue
-        last = points[-1].values
-        levels = sorted((float(k.split("@")[1]), v) for k, v in last.items() if k.startswith(f"{PRUNING_METRIC}@"))
+        levels = points[-1].entry.per_level(PRUNING_METRIC)
         fig.add_scatter(
             x=[lam for lam, _ in levels], y=[v for _, v in levels], mode="lines+markers", name=trial_name(t),
             line={"color": colours.get(t.number)},

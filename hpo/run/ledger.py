@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from hpo.analysis.tables import duration
 from hpo.errors import HpoError
 from hpo.files import JsonObject, atomic_write
+from hpo.records.payload import field_types, fits
 
+log = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 PHASES = ("plan", "preflight", "search", "decide", "final", "sweep", "export")
 PhaseState = Literal["pending", "running", "done", "skipped"]
@@ -64,7 +67,7 @@ class Ledger:
     folder: str  # the images, resolved
     budget_s: float
     study: str
-    image_size: int | None
+    image_size: int | None = None  # None: a ledger written before it was kept
     phases: list[Phase] = field(default_factory=lambda: [Phase(name) for name in PHASES])
     decisions: Decisions = field(default_factory=Decisions)
 
@@ -125,14 +128,33 @@ class Ledger:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Ledger:
-        """The ledger ``to_dict`` stored; raises (KeyError, TypeError) where one it needs is missing."""
-        phases = {p["name"]: Phase(**p) for p in raw.get("phases", [])}
-        return cls(
-            folder=raw["folder"], budget_s=float(raw["budget_s"]), study=raw["study"], image_size=raw.get("image_size"),
-            phases=[phases.get(name, Phase(name)) for name in PHASES],
-            decisions=Decisions(**raw.get("decisions", {})),
-        )  # fmt: skip
+    def from_dict(cls, raw: object) -> Ledger:
+        """The ledger ``to_dict`` stored; an HpoError in one line where it is malformed (a field missing
+        or of another type) or newer (a field or phase this release does not know)."""
+        top = dict(_fields_of(cls, raw, "the ledger", nested=("phases", "decisions")))
+        phases: dict[str, Phase] = {}
+        stored = top.pop("phases", [])
+        if not isinstance(stored, list):
+            raise HpoError(f"the ledger's phases are {type(stored).__name__}, not a list")
+        for entry in stored:
+            phase = Phase(**_fields_of(Phase, entry, "a phase of the ledger"))
+            if phase.name not in PHASES:
+                raise HpoError(f"the ledger has an unknown phase {phase.name!r}: a newer hpo wrote it")
+            phases[phase.name] = phase
+        decisions = Decisions(**_fields_of(Decisions, top.pop("decisions", {}), "the ledger's decisions"))
+        return cls(**top, phases=[phases.get(name, Phase(name)) for name in PHASES], decisions=decisions)
+
+    @classmethod
+    def read(cls, raw: object) -> Ledger | None:
+        """``raw`` as a ledger; None where it is absent, or malformed or newer (then logged in one line:
+        ``from_dict`` says why)."""
+        if raw is None:
+            return None
+        try:
+            return cls.from_dict(raw)
+        except HpoError as err:
+            log.warning("hpo run's ledger is left out: %s", err)
+            return None
 
     def spent_line(self, now: float | None = None) -> str:
         """``4m10s of 20m00s spent, ~15m50s left``: the run ends at its budget."""
@@ -163,17 +185,38 @@ class Ledger:
         return out
 
 
+def _fields_of(cls: type, raw: object, what: str, nested: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    """``raw``'s fields for ``cls`` (a dataclass), each checked against its annotation (``nested``: left
+    to the caller); an HpoError in one line names what does not fit."""
+    if not isinstance(raw, Mapping):
+        raise HpoError(f"{what} is {type(raw).__name__}, not a mapping")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    newer = sorted(str(k) for k in raw if k not in known)
+    if newer:
+        raise HpoError(f"{what} has {', '.join(newer)}, which this release does not know: a newer hpo wrote it")
+    required = [n for n, f in known.items() if f.default is MISSING and f.default_factory is MISSING]
+    if missing := [n for n in required if n not in raw]:
+        raise HpoError(f"{what} lacks {', '.join(missing)}")
+    hints = field_types(cls)
+    for name, value in raw.items():
+        if name not in nested and not fits(value, hints.get(name)):
+            raise HpoError(f"{what} has {name} = {value!r}, not of the field's type")
+    return raw
+
+
 def save_ledger(ledger: Ledger, folder: Path) -> Path:
     text = json.dumps(ledger.to_dict(), indent=2) + "\n"
     return atomic_write(folder / RUN_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def load_ledger(folder: Path) -> Ledger | None:
-    """The run in ``folder``, or None when it holds none; a damaged file is a one-line error."""
+    """The run in ``folder``, or None when it holds none; a damaged or newer file is a one-line error (a
+    run cannot continue from it)."""
     path = folder / RUN_FILE
     if not path.is_file():
         return None
     try:
         return Ledger.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError, TypeError) as err:
-        raise HpoError(f"{path}: not a readable run ledger ({err}); move it away to start a new run there") from None
+    except (ValueError, HpoError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise HpoError(f"{path}: not a readable run ledger ({why}); move it away to start a new run there") from None

@@ -19,7 +19,7 @@ from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING, supported_kimg
 from hpo.errors import HpoError
 from hpo.files import JsonObject
 from hpo.outputs import writing
-from hpo.records import TrainRecord, curve_points
+from hpo.records import CurveEntry, TrainRecord, Watched, curve_points, stored_entry
 from hpo.run.ends import Ends
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import ProgressProbe, record_point
@@ -39,7 +39,7 @@ log = logging.getLogger("hpo")
 
 
 @dataclass
-class Progress:
+class WatchedPoints:
     """At each evaluation point: the watched combination's score, copy share and gap, added to the
     point's metrics, logged, kept in ``curve`` (keyed by the point's index) and sent to the trackers."""
 
@@ -52,15 +52,16 @@ class Progress:
     curve: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __call__(self, point: EvalPoint, model: DiffusionModel) -> None:
-        def measure() -> dict[str, float]:
+        def measure() -> Watched:
             weights = weights_at(model, self.snapshots, self.watch, step=point.step)
             return self.probe.measure(weights, self.watch, class_frequencies=self.probe.data.class_frequencies())
 
         point = record_point(self.curve, point, measure)
+        entry = stored_entry(self.curve, point.index) or CurveEntry(point.kimg)
         log.info(
             "eval %d/%d at %.1f kimg: val_rel %.4f, %s (%s)",
-            point.index, self.num_evals, point.kimg, point.metrics["val_rel"],
-            eval_point_text(point.metrics, self.metric), self.watch.label,
+            point.index, self.num_evals, point.kimg, entry.val_rel if entry.val_rel is not None else float("nan"),
+            eval_point_text(entry, self.metric), self.watch.label,
         )  # fmt: skip
         self.runs.on_eval(point, None)
 
@@ -86,7 +87,7 @@ def train_scored(
     metric = spec.score.metric_name
     _log_floor(probe.floor, metric)
     snapshots = out / "ema" if cfg.ema_profiles else None
-    progress = Progress(probe, runs, watch, snapshots, metric, cfg.num_evals)
+    progress = WatchedPoints(probe, runs, watch, snapshots, metric, cfg.num_evals)
     end_early = ends.rule(progress.curve, copy_floor_of(probe.floor))
     scored = _train(
         cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early
@@ -124,7 +125,7 @@ def _train(
     *,
     scorer: Scorer,
     combos: list[SamplingConfig],
-    progress: Progress,
+    progress: WatchedPoints,
     out: Path,
     end_early: Callable[[], bool] | None,
 ) -> Scored:
@@ -151,12 +152,12 @@ def _print_sweep(scored: Scored, metric: str, floor: Floor, snapshots: Path | No
         print(f"{line} (EMA rebuilt from {len(scored.ema.snapshots) if scored.ema else 0} snapshots in {snapshots})")
 
 
-def _score_noise(scored: Scored, progress: Progress) -> float:
+def _score_noise(scored: Scored, progress: WatchedPoints) -> float:
     """The score's standard deviation from one pair: the last evaluation point's score and the final
     weights scored again at the watched combination with other seeds."""
     last = weights_at(scored.result.model, progress.snapshots, progress.watch)
     frequencies = progress.probe.data.class_frequencies()
-    again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1)["score"]
+    again = progress.probe.measure(last, progress.watch, class_frequencies=frequencies, seed=1).score
     points = curve_points(progress.curve)
     reached = points[-1].score if points else None
     return pair_sd(again, reached if reached is not None else float("nan"))

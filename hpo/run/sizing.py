@@ -14,12 +14,12 @@ from hpo.planning.plan import Plan
 from hpo.planning.spec_yaml import ema_halflife_kimg, warmup_kimg
 from hpo.records import TrialRecord
 from hpo.run.ledger import Decisions, Ledger
-from hpo.run.split import SearchPlan, Speed
+from hpo.run.split import SearchBudget, Speed
 
 PREFLIGHT_SECONDS = 60.0  # planned for `hpo doctor --fast` (measured ~20-40 s on 2 CPU cores at 16-32 px)
 
 
-def sized_plan(plan: Plan, search: SearchPlan) -> Plan:
+def sized_plan(plan: Plan, search: SearchBudget) -> Plan:
     """``plan`` with the trial budget and count the budget buys, and the final run's forecast as target."""
     per_second = search.trial.kimg / search.trial.train_s
     target = round(max(search.trial.kimg, search.shares.final_s * per_second), 1)
@@ -27,7 +27,7 @@ def sized_plan(plan: Plan, search: SearchPlan) -> Plan:
     return dataclasses.replace(plan, n_trials=search.n_trials, budget=budget)
 
 
-def plan_planned(ledger: Ledger, plan_s: float, search: SearchPlan) -> None:
+def plan_planned(ledger: Ledger, plan_s: float, search: SearchBudget) -> None:
     planned = {
         "plan": plan_s, "preflight": PREFLIGHT_SECONDS, "search": search.shares.search_s,
         "decide": search.shares.decide_s, "final": search.shares.final_s, "sweep": search.shares.sweep_s,
@@ -92,7 +92,8 @@ def final_train(decisions: Decisions) -> FinalTrain:
 def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
     """``at 45.7 kimg``, or what ended it where: ``ended by the deadline at 30.2 of 45.7 kimg``, or
     ``ended by the stop verdict (copying since 12 kimg) at 20.4 of 45.7 kimg``."""
-    reached = summary.last_point("kimg") or planned_kimg
+    last = summary.last_entry
+    reached = (last.kimg if last else 0.0) or planned_kimg
     if reached >= planned_kimg * 0.999:
         return f"at {planned_kimg:g} kimg"
     stop = summary.stop

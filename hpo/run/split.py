@@ -89,7 +89,7 @@ class Shares:
 
 
 @dataclass(frozen=True)
-class SearchPlan:
+class SearchBudget:
     trial: Costs  # at the trial budget chosen
     n_trials: int
     shares: Shares
@@ -113,7 +113,7 @@ def minimum_budget(costs: Costs, split: Split, overhead_s: float) -> float:
 
 def plan_search(
     costs: Costs, split: Split, *, left_s: float, budget_s: float, overhead_s: float, workers: int = 1
-) -> SearchPlan:
+) -> SearchBudget:
     """The trial budget and trial count for ``left_s`` seconds on ``workers`` side by side; a one-line
     error naming the minimum budget (the one-worker one: a safe bound) when it is too small."""
     need = minimum_budget(costs, split, overhead_s)
@@ -131,7 +131,7 @@ def plan_search(
         kimg = max(costs.min_kimg, costs.kimg * most_train / costs.train_s)
     trial = costs.at(round(kimg, 3))
     n_trials = min(MAX_TRIALS, max(MIN_COMPLETE, math.floor(workers * share.search_s / trial.expected_s)))
-    return SearchPlan(trial, n_trials, share)
+    return SearchBudget(trial, n_trials, share)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from hpo.analysis.progress import Floor
+from hpo.records import KIMG_KEY, CurveEntry, Watched, record_entry, stored_entry
 from hpo.scoring.features import classified_share, extract
 from hpo.scoring.fidelity import K
 from hpo.scoring.memorisation import copy_share, pixel_rows, pixel_vectors
@@ -75,9 +76,9 @@ class ProgressProbe:
         *,
         class_frequencies: torch.Tensor | None = None,
         seed: int = 0,
-    ) -> dict[str, float]:
+    ) -> Watched:
         """Score ``model`` at ``sampling`` on the full sample count and look for copies among the
-        same samples; the numbers go into the run's curve under these names."""
+        same samples; the numbers go into the run's curve (``CurveEntry.watched``)."""
         n = self.scorer.config.num_samples
         labels = score_labels(self.scorer, model, class_frequencies, seed=seed)
         sample = sample_features(self.scorer, model, sampling, labels, start=0, n=n, seed=seed, keep_images=True)
@@ -85,27 +86,19 @@ class ProgressProbe:
         fid, kid = fid_kid(sample.feats, self.scorer.reference)
         pixels = copy_share(pixel_vectors(sample.images), self.train_pixels, "pixels")
         feats = copy_share(sample.feats, self.scorer.reference.features, "features")
-        return {
-            "score": fid,
-            "kid": kid,
-            "copy_pixels": pixels.share,
-            "copy_pixels_low": pixels.low,
-            "copy_pixels_high": pixels.high,
-            "copy_features": feats.share,
-            "copy_features_low": feats.low,
-            "copy_features_high": feats.high,
-        }
+        return Watched(fid, kid, pixels.share, pixels.low, pixels.high, feats.share, feats.low, feats.high)
 
 
 def record_point(
-    curve: dict[str, dict[str, float]], point: EvalPoint, measure: Callable[[], dict[str, float]] | None
+    curve: dict[str, dict[str, float]], point: EvalPoint, measure: Callable[[], Watched] | None
 ) -> EvalPoint:
     """One evaluation point into a run's ``curve`` (keyed by its index, with its kimg), a trial's and
     ``hpo train``'s alike; with ``measure``, the watched combination's score, copy share and gap too,
     unless the curve holds them already (a resumed run replays the point: measured once). Returns
     the point with everything the curve holds for it, for the trackers."""
-    entry = {**curve.get(str(point.index), {}), "kimg": point.kimg, **point.metrics}
-    if measure is not None and "score" not in entry:
-        entry.update(measure())
-    curve[str(point.index)] = entry
-    return replace(point, metrics={k: v for k, v in entry.items() if k != "kimg"})
+    before = stored_entry(curve, point.index)
+    entry = CurveEntry.read({**(before.as_dict() if before else {}), KIMG_KEY: point.kimg, **point.metrics})
+    if measure is not None and not entry.scored:
+        entry = entry.watched(measure())
+    record_entry(curve, point.index, entry)
+    return replace(point, metrics=entry.metrics)

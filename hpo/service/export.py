@@ -171,13 +171,18 @@ def read_export(folder: Path) -> tuple[Winner, dict[str, torch.Tensor]]:
         raise HpoError(
             f"{folder}: not an hpo export (no {', '.join(missing)}); make one with `hpo export STUDY:TRIAL -o {folder}`"
         )
-    settings = json.loads((folder / SAMPLING).read_text())
-    spec = load_spec(folder / SPEC, check_data=False)
-    info = NetInfo(**settings["network"])
+    try:
+        settings = json.loads((folder / SAMPLING).read_text())
+        info = NetInfo(**settings["network"])
+        sampling = SamplingConfig.from_dict(settings["sampling"])
+    except (ValueError, KeyError, TypeError, HpoError) as err:
+        why = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        raise HpoError(f"{folder / SAMPLING}: not a sampling.json hpo writes ({why}); export again") from None
     provenance = Provenance.read(settings)
     if provenance is None:
         raise HpoError(f"{folder / SAMPLING}: no study, trial, value and metric_name as hpo writes them; export again")
-    return Winner(spec, SamplingConfig.from_dict(settings["sampling"]), info, provenance), load_file(folder / WEIGHTS)
+    spec = load_spec(folder / SPEC, check_data=False)
+    return Winner(spec, sampling, info, provenance), load_file(folder / WEIGHTS)
 
 
 def load_winner(

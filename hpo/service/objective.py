@@ -42,6 +42,7 @@ from hpo.records import (
     ComboScore,
     StudyRecord,
     TrialRecord,
+    Watched,
 )  # fmt: skip
 from hpo.scoring.pipeline import Scored, train_and_score, weights_at
 from hpo.scoring.progress import record_point
@@ -275,7 +276,7 @@ def _reporter(
             mark_ended(trial, "nan_loss", stopped_at_kimg=point.kimg)
             raise optuna.TrialPruned(f"validation metric is {value} at evaluation {point.index}: the weights diverged")
 
-        def measure(at: SamplingConfig) -> dict[str, float]:
+        def measure(at: SamplingConfig) -> Watched:
             weights = weights_at(ema, snapshots, at, step=point.step)
             return ctx.get_progress().measure(weights, at, class_frequencies=ctx.data.class_frequencies())
 

@@ -11,13 +11,15 @@ the others at that point before deciding, which no rule that decides trial by tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.records import TrialRecord
 from hpo.spec.rules import eval_fractions, rung_continued
-from hpo.spec.spec import Spec
+from hpo.spec.spec import PRUNER_NAMES, PrunerName, PrunerSettings, Spec
 
 
 def baseline_value(study: optuna.Study, step: int) -> float | None:
@@ -71,25 +73,34 @@ def rung_keep(spec: Spec) -> int:
     return rung_continued(spec.study.n_trials, rung_share(spec), spec.pruner.keep)
 
 
+def _percentile(p: PrunerSettings, percentile: float) -> BasePruner:
+    # Optuna's earliest prune is at step == n_warmup_steps: warmup_evals points are never pruned.
+    return optuna.pruners.PercentilePruner(
+        percentile, n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1
+    )
+
+
+# Every pruner a spec may name → how it is built from its settings and the evaluation points (K).
+PRUNERS: dict[PrunerName, Callable[[PrunerSettings, int], BasePruner]] = {
+    "median": lambda p, _: _percentile(p, 50.0),
+    "percentile": lambda p, _: _percentile(p, p.percentile),
+    "hyperband": lambda p, evals: optuna.pruners.HyperbandPruner(
+        min_resource=p.min_resource, max_resource=evals, reduction_factor=p.reduction_factor
+    ),
+    "successive_halving": lambda p, _: optuna.pruners.SuccessiveHalvingPruner(
+        min_resource=p.min_resource, reduction_factor=p.reduction_factor, min_early_stopping_rate=0
+    ),
+    "rung": lambda p, _: PauseAtRung(p.min_resource),
+    "none": lambda p, _: optuna.pruners.NopPruner(),
+}
+assert set(PRUNERS) == set(PRUNER_NAMES), "every pruner name is built"
+
+
 def make_pruner(spec: Spec) -> BasePruner:
-    """Steps are evaluation indices 1..K (the budget's fixed fractions), shared by every trial."""
-    p, evals = spec.pruner, spec.train.num_evals
-    if p.name == "none":
-        return optuna.pruners.NopPruner()
-    if p.name == "rung":
-        return PauseAtRung(p.min_resource)
-    inner: BasePruner
-    if p.name == "hyperband":
-        inner = optuna.pruners.HyperbandPruner(
-            min_resource=p.min_resource, max_resource=evals, reduction_factor=p.reduction_factor
-        )
-    elif p.name == "successive_halving":
-        inner = optuna.pruners.SuccessiveHalvingPruner(
-            min_resource=p.min_resource, reduction_factor=p.reduction_factor, min_early_stopping_rate=0
-        )
-    else:  # Optuna's earliest prune is at step == n_warmup_steps: warmup_evals points are never pruned.
-        inner = optuna.pruners.PercentilePruner(
-            50.0 if p.name == "median" else p.percentile,
-            n_startup_trials=p.startup_trials, n_warmup_steps=p.warmup_evals + 1, interval_steps=1,
-        )  # fmt: skip
-    return SpareAheadOfBaseline(inner, p.spare_until_complete) if p.spare_until_complete else inner
+    """Steps are evaluation indices 1..K (the budget's fixed fractions), shared by every trial. A pruner
+    that stops trials spares one ahead of the baseline (``spare_until_complete``)."""
+    p = spec.pruner
+    pruner = PRUNERS[p.name](p, spec.train.num_evals)
+    if p.pauses or not p.prunes or not p.spare_until_complete:
+        return pruner
+    return SpareAheadOfBaseline(pruner, p.spare_until_complete)

@@ -53,7 +53,7 @@ def split_at_rung(spec: Spec, trials: Sequence[FrozenTrial]) -> tuple[list[Froze
     """(the paused trials the rung continues, those it stops); both empty before every trial has
     reached the rung, and under another pruner."""
     own = [t for t in trials if not is_carried(t)]
-    if spec.pruner.name != "rung" or not rung_reached(own, spec.study.n_trials, spec.study.max_retries):
+    if not spec.pruner.pauses or not rung_reached(own, spec.study.n_trials, spec.study.max_retries):
         return [], []
     paused = [t for t in own if is_paused(t)]
     chosen = chosen_at_rung(spec, paused)

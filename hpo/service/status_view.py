@@ -65,10 +65,11 @@ class TrialRow:
     @classmethod
     def of(cls, t: FrozenTrial, retried: dict[int, int], noise: float | None, copy_floor: float | None) -> TrialRow:
         record = TrialRecord.current(t)
+        last = record.last_entry
         return cls(
             number=t.number, state=t.state.name, retried_as=retried.get(t.number),
             value=t.value if t.state == TrialState.COMPLETE else None,
-            val_last=record.last_point(PRUNING_METRIC), gap_last=record.last_point("gap"),
+            val_last=last.val_rel if last else None, gap_last=last.gap if last else None,
             params=params_of(t), sampling=record.sampling, fidelity=fidelity_pair(record.fidelity),
             stop=_stop(record, noise, copy_floor), hardware=record.hardware,
             ran_on=record.ran_on, reason=fail_reason(t),

@@ -54,7 +54,7 @@ def sampler_name(spec: Spec) -> str:
     name = spec.sampler.name
     if name != "auto":
         return name
-    return "gp" if spec.pruner.name == "none" and spec.study.n_trials <= AUTO_GP_UP_TO else "tpe"
+    return "gp" if not spec.pruner.prunes and spec.study.n_trials <= AUTO_GP_UP_TO else "tpe"
 
 
 def startup_trials(spec: Spec) -> int:
@@ -69,7 +69,7 @@ def startup_trials(spec: Spec) -> int:
 
 def sampler_warning(spec: Spec) -> str | None:
     """GP beside a pruner: measured to repeat pruned configurations (docs/benchmarks.md "Samplers")."""
-    if sampler_name(spec) == "gp" and spec.pruner.name != "none":
+    if sampler_name(spec) == "gp" and spec.pruner.prunes:
         return (
             f"sampler: gp learns from complete trials only; with pruner: {spec.pruner.name} it may stay random or "
             'propose a pruned configuration again (measured: docs/benchmarks.md "Samplers"); use sampler: auto '
@@ -96,7 +96,7 @@ def make_sampler(spec: Spec, worker_index: int = 0) -> optuna.samplers.BaseSampl
 
 def pruned_reason(spec: Spec) -> str:
     """What a trial the pruner stops ends with: pruner: rung pauses it (``service/rung.py``)."""
-    return PAUSED if spec.pruner.name == "rung" else f"pruned_by_{spec.pruner.name}"
+    return PAUSED if spec.pruner.pauses else f"pruned_by_{spec.pruner.name}"
 
 
 def stored_spec(study: optuna.Study) -> Spec | None:
@@ -207,7 +207,7 @@ def refuse_regrowth_after_rung(existing: optuna.Study, spec: Spec) -> None:
     """pruner: rung decides once, for the n_trials it was given: a new count would rank again among
     paused trials whose checkpoints that decision removed."""
     old = stored_spec(existing)
-    if old is None or spec.pruner.name != "rung" or old.study.n_trials == spec.study.n_trials:
+    if old is None or not spec.pruner.pauses or old.study.n_trials == spec.study.n_trials:
         return
     if continued_numbers(existing.get_trials(deepcopy=False)):
         raise HpoError(

@@ -23,8 +23,8 @@ PAUSED = "paused_at_rung"  # pruner: rung: stopped at the rung, its checkpoint k
 REASONS = {
     "pruned_by_median": "validation metric above the median of earlier trials at the same evaluation point",
     "pruned_by_percentile": "validation metric outside the best pruner.percentile % of earlier trials at that point",
-    "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a rung",
-    "pruned_by_successive_halving": "stopped by successive halving: not among the best at a rung",
+    "pruned_by_hyperband": "stopped by Hyperband: not among the best of its bracket at a halving point",
+    "pruned_by_successive_halving": "stopped by successive halving: not among the best at a halving point",
     PAUSED: "paused at the rung (pruner: rung), its checkpoint kept; once every trial had reached it, the best "
     "there were continued as new trials (PRUNED → #N), the others stopped there",
     "nan_loss": "the loss, gradient norm or validation metric became NaN or infinite; lower lr or keep grad_clip",

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_type_hints
+from typing import Any, Literal, TypeVar, get_args, get_type_hints
 
 from hpo.errors import ConfigError
 from hpo.files import JsonObject
@@ -69,18 +69,33 @@ class SamplerSettings:
         require(n is None or 0 <= n <= 10_000, "n_startup_trials", f"must be >= 0, got {n}")
 
 
+PrunerName = Literal["median", "percentile", "hyperband", "successive_halving", "rung", "none"]
+PRUNER_NAMES: tuple[PrunerName, ...] = get_args(PrunerName)  # hpo.service.pruning.PRUNERS builds each
+
+
 @dataclass(frozen=True)
 class PrunerSettings:
-    name: Literal["median", "percentile", "hyperband", "successive_halving", "rung", "none"] = "median"
+    name: PrunerName = "median"
     startup_trials: int = 2  # median / percentile: complete trials before pruning starts
     warmup_evals: int = 0  # median / percentile: evaluation points of each trial never pruned
     percentile: float = 50.0  # percentile: keep a trial while its metric is within the best this many %
     # hyperband / successive_halving: evaluation points every trial gets; rung: the point every trial
     # pauses at until all n_trials have reached it, when the best `keep` there are continued
     min_resource: int = 1
-    reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each rung
+    reduction_factor: int = 3  # hyperband / successive_halving: keep 1 in this many at each halving
     keep: int = 0  # rung: trials continued to the end; 0 = the most that still save 3x (at least 4)
     spare_until_complete: int = 4  # until this many trials are complete, a trial ahead of the baseline is not stopped
+
+    @property
+    def pauses(self) -> bool:
+        """``rung``: every trial pauses at one evaluation point until all have reached it, and the best
+        there are continued (the one pruner that pauses rather than stops)."""
+        return self.name == "rung"
+
+    @property
+    def prunes(self) -> bool:
+        """Whether trials may end before their budget (every pruner but ``none``)."""
+        return self.name != "none"
 
     def __post_init__(self) -> None:
         require(self.startup_trials >= 0, "startup_trials", f"must be >= 0, got {self.startup_trials}")
@@ -394,7 +409,7 @@ def check_consistency(spec: Spec) -> None:
     _, hi_batch = param_bounds(spec.search.get("batch_size"), spec.train.batch_size)
     lo_kimg, _ = param_bounds(spec.search.get("kimg"), spec.train.kimg)
     check_budget(lo_kimg, hi_batch, spec.train.num_evals, spec.train.eval_spacing, key="train.kimg")
-    if spec.pruner.name == "rung":
+    if spec.pruner.pauses:
         point, evals = spec.pruner.min_resource, spec.train.num_evals
         require(
             point < evals,

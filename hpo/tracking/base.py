@@ -1,4 +1,4 @@
-"""One trial's telemetry, whatever the tools: the :class:`Run` interface, several runs as one, and
+"""One trial's telemetry, whatever the tools: the :class:`Tracker` interface, several runs as one, and
 the rule that a tracker's failure mid-study is logged once and never takes a trial down."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class RunInfo:
     params: Mapping[str, Any]
 
 
-class Run(Protocol):
+class Tracker(Protocol):
     def on_sync(self, point: SyncPoint) -> None: ...
 
     def on_eval(self, point: EvalPoint, grid: np.ndarray | None) -> None: ...
@@ -37,7 +37,7 @@ class Run(Protocol):
 class Runs:
     """Several runs as one; a run that raises is logged once and dropped, the trial goes on."""
 
-    def __init__(self, runs: Sequence[tuple[str, Run]]) -> None:
+    def __init__(self, runs: Sequence[tuple[str, Tracker]]) -> None:
         self.runs = list(runs)
 
     def _each(self, method: str, *args: Any) -> None:

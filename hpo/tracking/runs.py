@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpo.spec.spec import TrackingSettings
-from hpo.tracking.base import Run, RunInfo, Runs, log
+from hpo.tracking.base import RunInfo, Runs, Tracker, log
 
 
 def open_runs(settings: TrackingSettings, info: RunInfo, *, tensorboard_dir: Path, local_dir: Path) -> Runs:
     """``tensorboard_dir``: this trial's event-log folder; ``local_dir``: where offline W&B runs go."""
-    runs: list[tuple[str, Run]] = []
+    runs: list[tuple[str, Tracker]] = []
     if settings.tensorboard:
         from hpo.tracking.tensorboard import TensorBoardRun
 
@@ -27,7 +27,7 @@ def open_runs(settings: TrackingSettings, info: RunInfo, *, tensorboard_dir: Pat
     return Runs(runs)
 
 
-def _open(name: str, settings: TrackingSettings, info: RunInfo, local_dir: Path) -> Run:
+def _open(name: str, settings: TrackingSettings, info: RunInfo, local_dir: Path) -> Tracker:
     from hpo.tracking.external import MlflowRun, WandbRun
 
     if name == "wandb" and settings.wandb is not None:

@@ -22,6 +22,7 @@ import torch
 
 from hpo.diffusion.parameterization import Network, model_time, to_x0_eps
 from hpo.diffusion.schedule import NoiseSchedule
+from hpo.records import level_key
 from hpo.training.data import ImageData, to_model_range
 
 LOG_SNR_RANGE = (-6.0, 6.0)
@@ -40,10 +41,6 @@ class ValidationProbe:
         """The fixed noise of one level; drawn on the CPU so every device sees the same numbers."""
         gen = torch.Generator().manual_seed(PROBE_SEED + level)
         return torch.randn(self.images.shape, generator=gen).to(device)
-
-
-def level_name(kind: str, log_snr: float) -> str:
-    return f"{kind}@{log_snr:+.1f}"
 
 
 def pixel_moments(images: torch.Tensor, chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,10 +122,10 @@ def evaluate_probe(
             v_err = (alpha * eps_hat - sigma * x0_hat) - (alpha * eps - sigma * x0)
             total += float(v_err.pow(2).mean(dim=(1, 2, 3)).sum())
             reference += float(reference_v_error(probe, x0, x_t, alpha, sigma).sum())
-        metrics[level_name("val_loss", log_snr)] = total / probe.images.shape[0]
-        metrics[level_name("val_rel", log_snr)] = total / max(reference, 1e-12)
-    metrics["val_loss"] = float(np.mean([metrics[level_name("val_loss", v)] for v in probe.log_snrs]))
-    metrics["val_rel"] = geometric_mean([metrics[level_name("val_rel", v)] for v in probe.log_snrs])
+        metrics[level_key("val_loss", log_snr)] = total / probe.images.shape[0]
+        metrics[level_key("val_rel", log_snr)] = total / max(reference, 1e-12)
+    metrics["val_loss"] = float(np.mean([metrics[level_key("val_loss", v)] for v in probe.log_snrs]))
+    metrics["val_rel"] = geometric_mean([metrics[level_key("val_rel", v)] for v in probe.log_snrs])
     return metrics
 
 

@@ -60,9 +60,9 @@ def test_a_winner_that_stays_ahead_holds_to_the_last_rung(tmp_path: Path) -> Non
     source, companion = planted(tmp_path, {1: power(1.0, 4.0), 2: power(2.0, 4.0), 0: power(3.0, 5.0)})
     ladder = ladder_verdict(source, companion)
     assert companion.user_attrs[LADDER] == {"base_kimg": 0.8, "budgets": BUDGETS}  # the tiny spec: 0.8 kimg
-    assert [r.state for r in ladder.rungs] == ["holds"] * 5
+    assert [r.state for r in ladder.budgets] == ["holds"] * 5
     assert ladder.summary == "The winner holds to 16× the budget."
-    assert all(r.rank_correlation == pytest.approx(1.0) for r in ladder.rungs)
+    assert all(r.rank_correlation == pytest.approx(1.0) for r in ladder.budgets)
     assert ladder.stops[1].kind == "improving"  # still falling by more than the noise per doubling
     page = study_report(source, tmp_path / "r.html", artifact_dir=None).read_text()
     assert "Is it still learning at longer budgets?" in page and "The winner holds to 16× the budget." in page
@@ -92,10 +92,10 @@ def test_an_order_that_flips_at_a_longer_budget_says_the_study_budget_is_too_sho
     # #2 starts worse but keeps learning: it passes #1 by 8x
     source, companion = planted(tmp_path, {1: power(2.0, 1.0), 2: power(0.5, 4.0), 0: power(3.0, 5.0)})
     ladder = ladder_verdict(source, companion)
-    states = [r.state for r in ladder.rungs]
+    states = [r.state for r in ladder.budgets]
     assert states[0] == "holds" and states[-1] == "flips", states
     assert "The order flips at" in ladder.summary and "raise train.kimg" in ladder.summary
-    assert ladder.rungs[-1].rank_correlation is not None and ladder.rungs[-1].rank_correlation < 1.0
+    assert ladder.budgets[-1].rank_correlation is not None and ladder.budgets[-1].rank_correlation < 1.0
 
 
 def test_two_configurations_that_converge_read_tied_from_the_rung_where_they_meet(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_two_configurations_that_converge_read_tied_from_the_rung_where_they_mee
     other = [3.0 if k < 4 else 1.0 for k in range(1, 17)]
     source, companion = planted(tmp_path, {1: flat, 2: other, 0: power(3.0, 5.0)})
     ladder = ladder_verdict(source, companion)
-    assert [r.state for r in ladder.rungs] == ["holds", "holds", "tied", "tied", "tied"]
+    assert [r.state for r in ladder.budgets] == ["holds", "holds", "tied", "tied", "tied"]
     assert ladder.summary.startswith("From 4× the budget on, the winner is tied")
     assert ladder.stops[1].kind == "plateau" and ladder.stops[1].since_kimg == pytest.approx(3.2)
 

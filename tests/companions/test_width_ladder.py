@@ -62,7 +62,7 @@ def test_an_lr_optimum_that_stays_put_across_widths_is_said_to_transfer(tmp_path
     assert [o.width for o in winner.result.optima] == [8, 16, 32]
     assert all(o.lr == pytest.approx(1e-3, rel=0.05) for o in winner.result.optima)
     assert ladder.summary.startswith("Trial 1: the lr transfers")
-    assert [r.state for r in ladder.rungs] == ["holds"] * 3
+    assert [r.state for r in ladder.widths] == ["holds"] * 3
     assert ladder.finished == ladder.expected == 90  # 3 configurations × 3 widths × 5 lrs × 2 seeds
 
 
@@ -81,7 +81,7 @@ def test_an_optimum_that_leaves_the_lr_grid_is_not_placed_and_says_where(tmp_pat
 
 def test_a_ranking_that_flips_at_a_wider_network_is_named(tmp_path: Path) -> None:
     ladder = width_verdict(*planted(tmp_path, alpha=0.0, second_wins_at_width=True))
-    assert [r.state for r in ladder.rungs] == ["holds", "holds", "flips"]
+    assert [r.state for r in ladder.widths] == ["holds", "holds", "flips"]
     assert "the ranking does not carry over: at 4× the width, trial 2" in ladder.summary
 
 

@@ -1,5 +1,5 @@
 """The companion studies end to end through a worker process: `hpo confirm --budgets` scores every
-rung of one run, `hpo confirm --widths` trains each width and lr and reports the transfer."""
+budget of one run, `hpo confirm --widths` trains each width and lr and reports the transfer."""
 
 from __future__ import annotations
 

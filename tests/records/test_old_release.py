@@ -27,6 +27,7 @@ PARAMS = re.compile(r"\b\w+=[^,;\s]+(?:, \w+=[^,;\s]+)+")
 def renamed(text: str) -> str:
     """The old words as today's release spells them; a ``name=value`` list sorted by name."""
     text = text.replace("ddim_steps", "steps")
+    text = text.replace("seed gives every rung)", "seed gives every budget)")  # issue 72: "rung" is the pruner's
     return PARAMS.sub(lambda m: ", ".join(sorted(m.group(0).split(", "))), text)
 
 

@@ -176,3 +176,45 @@ def test_a_damaged_ledger_is_one_line_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / RUN_FILE).write_text(json.dumps({"folder": "/x"}))
     with pytest.raises(HpoError, match=f"{RUN_FILE}: not a readable run ledger"):
         load_ledger(tmp_path)
+
+
+GOOD = Ledger(folder="/data", budget_s=600.0, study="s", image_size=64).to_dict()
+MALFORMED = [
+    "[1, 2]",  # not a mapping
+    "{not json",
+    json.dumps({**GOOD, "budget_s": "ten minutes"}),
+    json.dumps({**GOOD, "phases": [{"name": "plan", "state": "half-done"}]}),
+    json.dumps({**GOOD, "phases": {"plan": {}}}),
+    json.dumps({**GOOD, "decisions": {"winner": "seven"}}),
+    json.dumps({**GOOD, "phases": [{"planned_s": 3.0}]}),  # a phase without its name
+]
+NEWER = [
+    json.dumps({**GOOD, "version": 2}),
+    json.dumps({**GOOD, "phases": [{"name": "tune", "state": "done"}]}),
+    json.dumps({**GOOD, "phases": [{"name": "plan", "state": "done", "energy_j": 4.0}]}),
+    json.dumps({**GOOD, "decisions": {"winner": 3, "runner_up": 4}}),
+]
+
+
+@pytest.mark.parametrize("text", MALFORMED + NEWER)
+def test_a_malformed_or_newer_ledger_is_one_line_and_none_never_a_traceback(tmp_path: Path, text: str) -> None:
+    (tmp_path / RUN_FILE).write_text(text)
+    with pytest.raises(HpoError) as refused:  # hpo run refuses to continue from it, in one line naming the file
+        load_ledger(tmp_path)
+    assert len(str(refused.value).splitlines()) == 1 and RUN_FILE in str(refused.value)
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return
+    assert Ledger.read(raw) is None  # hpo status and the report leave it out
+    if text in NEWER:
+        assert "a newer hpo wrote it" in str(refused.value)
+
+
+def test_a_ledger_written_before_a_field_existed_still_reads() -> None:
+    older = {k: v for k, v in GOOD.items() if k != "image_size"}
+    older["phases"] = [{"name": "plan", "state": "done"}]  # the other phases: pending
+    older["decisions"] = {"winner": 3}
+    ledger = Ledger.read(older)
+    assert ledger is not None and ledger.image_size is None and ledger.decisions.winner == 3
+    assert ledger.phase("plan").state == "done" and ledger.phase("search").state == "pending"

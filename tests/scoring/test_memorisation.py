@@ -81,19 +81,19 @@ def test_bootstrap_interval_contains_the_share_and_narrows_with_more_samples() -
 
 def test_a_network_that_returns_training_images_is_flagged_as_copying(probe: ProgressProbe, digits8: ImageData) -> None:
     measured = probe.measure(copier(digits8), SAMPLING)
-    assert measured["copy_pixels"] >= 0.9, measured
-    assert measured["copy_pixels_low"] < measured["copy_pixels"] <= measured["copy_pixels_high"] <= 1.0
+    assert measured.copy_pixels >= 0.9, measured
+    assert measured.copy_pixels_low < measured.copy_pixels <= measured.copy_pixels_high <= 1.0
     floor = probe.floor
     assert floor.copy_pixels.share < 0.05, floor  # held-out real images sit at the floor
-    assert measured["copy_pixels_low"] > floor.copy_pixels.high
+    assert measured.copy_pixels_low > floor.copy_pixels.high
 
 
 def test_a_short_real_training_run_does_not_copy(probe: ProgressProbe, digits8: ImageData) -> None:
     result = train(tiny_config(kimg=4, batch_size=32, lr=2e-3, num_evals=1, conditional=False), digits8)
     measured = probe.measure(result.model, SAMPLING)
-    assert measured["copy_pixels"] < 0.05, measured
-    assert measured["copy_features"] < 0.05, measured
-    assert np.isfinite(measured["score"]) and measured["score"] > probe.floor.score
+    assert measured.copy_pixels < 0.05, measured
+    assert measured.copy_features < 0.05, measured
+    assert np.isfinite(measured.score) and measured.score > probe.floor.score
     sample = copy_share(np.zeros((1, 2)), np.array([[0.0, 1.0], [0.0, 2.0]]), "features")
     assert sample.share == 0.0  # nearest 1, second 2: ratio 1/2 is not a copy
 

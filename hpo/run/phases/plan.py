@@ -19,7 +19,7 @@ from hpo.planning.timing import time_trial
 from hpo.run.ledger import Ledger
 from hpo.run.options import RunOptions, command_line, worker_count
 from hpo.run.sizing import PREFLIGHT_SECONDS, plan_planned, sized_plan
-from hpo.run.split import Costs, SearchPlan, plan_search
+from hpo.run.split import Costs, SearchBudget, plan_search
 from hpo.run.state import SPEC_FILE, new_ledger
 from hpo.scoring.weights import weights_present
 from hpo.spec.loading import load_spec
@@ -33,7 +33,7 @@ class SizedPlan:
     costs, and the sized spec's text (loaded and validated, written nowhere yet)."""
 
     plan: Plan
-    search: SearchPlan
+    search: SearchBudget
     costs: Costs
     spec_text: str
 
