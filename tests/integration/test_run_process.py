@@ -175,14 +175,17 @@ def stopped_and_killed(folder: Path, out: Path, tmp_path: Path, *, full_disk: bo
     assert phase_state(out, "search") == "running" and all(p["running_since"] is None for p in stopped["phases"])
 
     deciding = start(folder, out, tmp_path, budget_s)
-    wait_until(deciding, lambda: phase_state(out, "decide") == "running" and len(retrained(out)) >= 1, "a retraining")
+    phases_s = max(600.0, budget_s)  # a loaded machine plans a larger budget (budget_here), and longer phases
+    wait_until(deciding, lambda: phase_state(out, "decide") == "running" and len(retrained(out)) >= 1, "a retraining",
+               timeout=phases_s)  # fmt: skip
     os.killpg(deciding.pid, signal.SIGKILL)  # mid-decision: the worker dies inside its next retraining
     deciding.wait()
     kept = retrained(out)
 
     second = start(folder, out, tmp_path, budget_s)
     checkpoint = out / "final" / "checkpoint.pt"
-    wait_until(second, lambda: phase_state(out, "final") == "running" and checkpoint.exists(), "a final checkpoint")
+    wait_until(second, lambda: phase_state(out, "final") == "running" and checkpoint.exists(), "a final checkpoint",
+               timeout=phases_s)  # fmt: skip
     planned = ledger(out)["decisions"]
     assert planned["confirm_top"] >= 2, planned  # the decision retrained, it was not skipped
     after = retrained(out)
