@@ -32,7 +32,7 @@ import torch
 from benchmarks.common import ROOT, write_result
 from benchmarks.folders import write_folder
 from hpo.spec.config import DataConfig, TrainConfig
-from hpo.training.cache import CacheFiles
+from hpo.training.cache import CacheFiles, drop_from_page_cache
 from hpo.training.checkpoint import atomic_save
 from hpo.training.data import ImageData, load_data
 from hpo.training.shapes import render_shapes
@@ -144,14 +144,6 @@ def first_step_seconds(cfg: DataConfig) -> float:
     seconds = time.perf_counter() - started
     proc.communicate("\n", timeout=60)
     return seconds
-
-
-def drop_from_page_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def throughput(data: ImageData, steps: int) -> tuple[float, float]:
