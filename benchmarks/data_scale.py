@@ -2,13 +2,15 @@
 time to the first step, today's cache (one memory-mapped file per host) against the one before it
 (a ``torch.save`` file each worker reads into its own memory, as ``load_data`` did up to 49469cb).
 
-    .venv/bin/python -m benchmarks.data_scale [--n 20000 --size 64 --workers 4 --steps 100 --rounds 3]
+    .venv/bin/python -m benchmarks.data_scale [--n 20000 --size 64 --workers 4 [16] --steps 100 --rounds 3]
 
 A generated folder of ``--n`` shapes at ``--size`` px (PNG, kept in ``--root`` for later runs). For
 each loader, ``--workers`` processes of one torch thread each load the data, train 4 steps of a small
 network and wait; their summed PSS (``/proc/PID/smaps_rollup``: a page shared by k processes counts
 1/k in each) minus the same on a 1k-image folder is the data's share, printed against the set's own
-bytes (goal ≤ 1.5× for the new loader, whatever the count of workers). Then the throughput of
+bytes (goal ≤ 1.5× for the new loader, whatever the count of workers), for each count of ``--workers``;
+the old loader is not run where its workers would need over 80 % of the host's available memory
+(the figure it would need is printed instead). Then the throughput of
 ``--steps`` steps in this process, the loaders interleaved (goal: within 5 %), with the share of the
 step spent waiting for the batch (``data_wait``), and the time from a worker's start to its first step
 with no cache (it builds it), with the cache on disk but not in memory, and with both.
@@ -32,7 +34,8 @@ import torch
 from benchmarks.common import ROOT, write_result
 from benchmarks.folders import write_folder
 from hpo.spec.config import DataConfig, TrainConfig
-from hpo.training.cache import CacheFiles
+from hpo.training.batches import host_memory_bytes
+from hpo.training.cache import CacheFiles, drop_from_page_cache
 from hpo.training.checkpoint import atomic_save
 from hpo.training.data import ImageData, load_data
 from hpo.training.shapes import render_shapes
@@ -41,6 +44,9 @@ from hpo.training.trainer import Trainer
 NET = {"base_channels": 8, "channel_mult": (1, 2), "num_res_blocks": 1, "dropout": 0.0, "device": "cpu"}
 NET_EXTRA = {"batch_size": 32, "val_images": 64, "kimg": 1000.0}
 LOADERS = ("old", "new")
+OLD_PEAK_COPIES = 2.2  # copies of the set an old worker held at its peak (issue 74, measured on `hpo train`)
+OWN_BYTES = 0.6e9  # a worker's own memory: interpreter, torch, network (the summed PSS on 1k images / 4)
+MEMORY_SHARE = 0.8  # of the host's available memory, the most the old workers may be expected to take
 
 
 def config(folder: Path, cache: Path, size: int) -> DataConfig:
@@ -146,14 +152,6 @@ def first_step_seconds(cfg: DataConfig) -> float:
     return seconds
 
 
-def drop_from_page_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def throughput(data: ImageData, steps: int) -> tuple[float, float]:
     """(images/s, mean data_wait) of ``steps`` steps after 8 of warm-up."""
     trainer = trainer_for(data)
@@ -164,6 +162,12 @@ def throughput(data: ImageData, steps: int) -> tuple[float, float]:
     seconds = time.perf_counter() - started
     trainer.batches.close()
     return steps * trainer.cfg.batch_size / seconds, statistics.fmean(r.data_wait for r in trainer.readings)
+
+
+def old_need_bytes(workers: int, set_bytes: int) -> float:
+    """Host memory ``workers`` old-loader workers would need at once: :data:`OLD_PEAK_COPIES` of the set
+    and :data:`OWN_BYTES` each."""
+    return workers * (OLD_PEAK_COPIES * set_bytes + OWN_BYTES)
 
 
 def measure(args: argparse.Namespace) -> dict[str, float]:
@@ -180,17 +184,28 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         for c in (cfg, small_cfg):
             write_legacy(c)
         data_file = CacheFiles.of(cfg.cache_path, data.key).images
-        for loader in LOADERS:
-            total, mapped = summed_pss(cfg, loader, args.workers, data_file)
-            share = total - summed_pss(small_cfg, loader, args.workers, data_file)[0]
-            out[f"{loader}_pss_mb"], out[f"{loader}_file_pss_mb"] = total / 1e6, mapped / 1e6
-            out[f"{loader}_data_pss_mb"] = share / 1e6
-            out[f"{loader}_data_per_set"] = share / data.nbytes
-            print(
-                f"{loader}: {args.workers} workers: summed PSS {total / 1e6:,.0f} MB, {share / 1e6:,.0f} MB over "
-                f"the same on 1k images, {mapped / 1e6:,.0f} MB of it the mapped cache file",
-                flush=True,
-            )
+        for workers in args.workers:
+            for loader in LOADERS:
+                need, memory = old_need_bytes(workers, data.nbytes), host_memory_bytes()
+                if loader == "old" and need > MEMORY_SHARE * memory:
+                    out[f"old_need_gb@{workers}"] = need / 1e9
+                    print(
+                        f"old: {workers} workers not run: they would need ~{need / 1e9:,.0f} GB ({OLD_PEAK_COPIES} "
+                        f"copies of the set and {OWN_BYTES / 1e9:.1f} GB each), {memory / 1e9:,.0f} GB available",
+                        flush=True,
+                    )
+                    continue
+                total, mapped = summed_pss(cfg, loader, workers, data_file)
+                share = total - summed_pss(small_cfg, loader, workers, data_file)[0]
+                at = f"@{workers}"
+                out[f"{loader}_pss_mb{at}"], out[f"{loader}_file_pss_mb{at}"] = total / 1e6, mapped / 1e6
+                out[f"{loader}_data_pss_mb{at}"] = share / 1e6
+                out[f"{loader}_data_per_set{at}"] = share / data.nbytes
+                print(
+                    f"{loader}: {workers} workers: summed PSS {total / 1e6:,.0f} MB, {share / 1e6:,.0f} MB over "
+                    f"the same on 1k images, {mapped / 1e6:,.0f} MB of it the mapped cache file",
+                    flush=True,
+                )
         rates: dict[str, list[float]] = {loader: [] for loader in LOADERS}
         waits: dict[str, list[float]] = {loader: [] for loader in LOADERS}
         old = old_load(cfg)
@@ -206,29 +221,34 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
 
 
 def report(out: dict[str, float], args: argparse.Namespace) -> None:
+    print(f"\n{args.n} images at {args.size} px: {out['set_mb']:,.0f} MB as uint8; 1 thread per worker")
+    print(f"{'':34}{'old (torch.load)':>18}{'new (mapped)':>14}")
+    for workers in args.workers:
+        at = f"@{workers}"
+
+        def cell(key: str, fmt: str = ",.0f", *, at: str = at) -> str:
+            value = out.get(key + at)
+            return "not run" if value is None else format(value, fmt)
+
+        print(
+            f"{f'{workers} workers: data in PSS, MB':34}{cell('old_data_pss_mb'):>18}{cell('new_data_pss_mb'):>14}"
+            f"   ×set: {cell('old_data_per_set', '.2f')} vs {cell('new_data_per_set', '.2f')}"
+        )
+        print(f"{f'{workers} workers: summed PSS, MB':34}{cell('old_pss_mb'):>18}{cell('new_pss_mb'):>14}")
+        print(
+            f"{f'{workers} workers: cache file in it, MB':34}{cell('old_file_pss_mb'):>18}{cell('new_file_pss_mb'):>14}"
+        )
+        if f"old_need_gb{at}" in out:
+            print(f"{'':34}old not run: it would need ~{out[f'old_need_gb{at}']:,.0f} GB")
     print(
-        f"\n{args.n} images at {args.size} px: {out['set_mb']:,.0f} MB as uint8; {args.workers} workers, 1 thread each"
-    )
-    print(f"{'':28}{'old (torch.load)':>18}{'new (mapped)':>14}")
-    print(
-        f"{'data in summed PSS, MB':28}{out['old_data_pss_mb']:>18,.0f}{out['new_data_pss_mb']:>14,.0f}"
-        f"   ×set: {out['old_data_per_set']:.2f} vs {out['new_data_per_set']:.2f}"
-    )
-    print(f"{'summed PSS, MB':28}{out['old_pss_mb']:>18,.0f}{out['new_pss_mb']:>14,.0f}")
-    print(
-        f"{'cache file pages in it, MB':28}{out['old_file_pss_mb']:>18,.0f}{out['new_file_pss_mb']:>14,.0f}"
-        f"   ×set: {out['new_file_pss_mb'] / out['set_mb']:.2f} (new)"
-    )
-    print(
-        f"{'images/s (median)':28}{out['old_images_per_s']:>18,.0f}{out['new_images_per_s']:>14,.0f}"
+        f"{'images/s (median)':34}{out['old_images_per_s']:>18,.0f}{out['new_images_per_s']:>14,.0f}"
         f"   new/old: {out['new_images_per_s'] / out['old_images_per_s']:.3f}"
     )
-    print(f"{'data_wait (median)':28}{out['old_data_wait']:>18.2%}{out['new_data_wait']:>14.2%}")
+    print(f"{'data_wait (median)':34}{out['old_data_wait']:>18.2%}{out['new_data_wait']:>14.2%}")
     print(
         f"time to first step: no cache {out['first_step_cold_s']:.1f} s, cache on disk only "
         f"{out['first_step_disk_s']:.1f} s, cache in memory {out['first_step_warm_s']:.1f} s"
     )
-    print(f"ratio (summed PSS, old/new): {out['old_pss_mb'] / out['new_pss_mb']:.2f}×")
 
 
 def main() -> None:
@@ -236,7 +256,7 @@ def main() -> None:
     parser.add_argument("role", nargs="?", default="measure", choices=("measure", "worker"))
     parser.add_argument("--n", type=int, default=20_000, help="images in the generated folder")
     parser.add_argument("--size", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", type=int, nargs="+", default=[4], help="worker counts, each measured")
     parser.add_argument("--steps", type=int, default=100, help="steps per throughput measurement")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved throughput rounds per loader")
     parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()) / "hpo-data-scale")
@@ -251,7 +271,8 @@ def main() -> None:
     args.root.mkdir(parents=True, exist_ok=True)
     out = measure(args)
     report(out, args)
-    write_result("data_scale", {**out, "n": args.n, "size": args.size, "workers": args.workers})
+    name = "data_scale" if args.n == 20_000 else f"data_scale_{args.n // 1000}k"  # the docs cite each
+    write_result(name, {**out, "n": args.n, "size": args.size, "workers": args.workers})
 
 
 if __name__ == "__main__":

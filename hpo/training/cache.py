@@ -225,6 +225,16 @@ def read_meta(files: CacheFiles, key: str) -> dict[str, object]:
     return meta
 
 
+def drop_from_page_cache(path: Path) -> None:
+    """``path``'s clean pages out of the page cache (those no process maps): the next read is from disk,
+    as on a cold host (the benchmark's cold cache; a capped test worker charged for what it reads)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def map_cache(files: CacheFiles, key: str) -> CachedSet:
     """The cache's parts as views of one read-only mapping; CorruptCache when it cannot be trusted."""
     meta = read_meta(files, key)

@@ -24,7 +24,7 @@ from hpo.files import JsonObject
 from hpo.records import HardwareSummary
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
-from hpo.training.batches import BatchSource, placement
+from hpo.training.batches import BatchSource, placement, placement_words
 from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.model import DiffusionModel, build_network, count_parameters, lr_scales_for
@@ -182,6 +182,7 @@ class Trainer:
         net, self.info = build_network(cfg, data)
         self.placement = placement(data.nbytes, device)
         self.data = data.to(device) if self.placement == "device" else data  # else one mapping per host
+        log.info("%s", placement_words(self.placement, data.nbytes))
         self.batches = BatchSource(
             self.data.train_images, self.data.train_labels, device, batch_size=cfg.batch_size, seed=cfg.seed
         )

@@ -1,16 +1,23 @@
-"""The data cache across real processes: one copy per host, one build, a corrupt cache rebuilt."""
+"""The data cache across real processes: one copy per host, one build, a corrupt cache rebuilt; and a
+run killed mid-epoch that resumes the same batches."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import torch
 
 from hpo.spec.config import DataConfig
 from hpo.training.cache import CacheFiles
 from hpo.training.data import load_data
+from tests.service_helpers import write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,6 +29,7 @@ import json, logging, sys
 import torch
 from hpo.spec.config import DataConfig
 from hpo.training.data import load_data
+from tests.service_helpers import write_spec
 from hpo.training.trainer import Trainer
 from tests.conftest import tiny_config
 logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
@@ -118,3 +126,49 @@ def test_a_worker_that_finds_a_truncated_cache_rebuilds_it_and_says_so_once(tmp_
     corrupt = [line for line in err.splitlines() if "corrupt" in line]
     assert len(corrupt) == 1 and "rebuilding it" in corrupt[0], err
     assert files.images.stat().st_size == json.loads(files.meta.read_text())["size"]
+
+
+def test_a_run_killed_mid_epoch_resumes_the_same_batches_to_the_same_weights(tmp_path: Path) -> None:
+    """``hpo train`` SIGKILLed once its first checkpoint is on disk, then run again, against the same
+    command uninterrupted: 125 steps of 32 over 1 617 training images, the checkpoint at step 31
+    (992 images into the first epoch), two epoch boundaries crossed after the resume."""
+    spec = write_spec(tmp_path, train={"kimg": 4, "num_evals": 4, "batch_size": 32})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+    def hpo_train(out: Path) -> subprocess.Popen[str]:
+        command = [sys.executable, "-m", "hpo", "train", str(spec), "-o", str(out), "--threads", "1"]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+    whole, killed = hpo_train(tmp_path / "whole"), hpo_train(tmp_path / "killed")  # one thread each, side by side
+    checkpoint = tmp_path / "killed" / "checkpoint.pt"  # written atomically: there means complete
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists():
+        assert killed.poll() is None and time.monotonic() < deadline, killed.communicate()[1][-3000:]
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate()
+    assert killed.returncode == -signal.SIGKILL and not (tmp_path / "killed" / "summary.json").exists()
+    again = hpo_train(tmp_path / "killed")
+    _, said = again.communicate(timeout=180)
+    assert again.returncode == 0, said[-3000:]
+    _, whole_said = whole.communicate(timeout=180)
+    assert whole.returncode == 0, whole_said[-3000:]
+
+    resumed = re.search(r"resumed from \S+ at step (\d+)", said)
+    n_train = re.search(r"data: (\d+) training", said)
+    assert resumed and n_train, said[-3000:]
+    step, n, batch, total = int(resumed[1]), int(n_train[1]), 32, 125
+    assert (step * batch) % n != 0  # resumed mid-epoch ...
+    assert step * batch // n < total * batch // n  # ... with an epoch boundary still to cross
+    a, b = (torch.load(tmp_path / run / "checkpoint.pt", weights_only=False) for run in ("whole", "killed"))
+    for part in ("model", "ema"):  # the same batches in the same order: the same weights, bit for bit
+        assert all(torch.equal(a[part][name], b[part][name]) for name in a[part]), part
+    assert a["step"] == b["step"] == total and a["losses"] == b["losses"]
+    replayed = [{**p, "replayed": False} for p in b["history"]]  # the resumed run's first points are replayed
+    assert a["history"] == replayed and any(p["replayed"] for p in b["history"])
+    curves = [json.loads((tmp_path / run / "summary.json").read_text())["curve"] for run in ("whole", "killed")]
+    assert curves[0] == curves[1]  # every evaluation point's validation metrics and score, exactly
+    print(
+        f"killed after the checkpoint at step {step} ({step * batch % n} of {n} images into an epoch); "
+        f"resumed to step {total}: weights, losses and curve identical"
+    )
