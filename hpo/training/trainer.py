@@ -182,7 +182,6 @@ class Trainer:
         net, self.info = build_network(cfg, data)
         self.placement = placement(data.nbytes, device)
         self.data = data.to(device) if self.placement == "device" else data  # else one mapping per host
-        log.info("%s", placement_words(self.placement, data.nbytes))
         self.batches = BatchSource(
             self.data.train_images, self.data.train_labels, device, batch_size=cfg.batch_size, seed=cfg.seed
         )
@@ -369,6 +368,7 @@ def train(
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         trainer = Trainer(config, data, device)
+        log.info("%s", placement_words(trainer.placement, data.nbytes))  # a run's, not each probe's (doctor, plan)
         if checkpoint is not None and checkpoint.exists():
             trainer.load_state(load_checkpoint(checkpoint))
             log.info("resumed from %s at step %d", checkpoint, trainer.step)
