@@ -1,5 +1,6 @@
 """What may end a run before its budget (``hpo train``'s ``--deadline`` as ``hpo run``'s final phase sets it,
-and the stop verdict reading copying): the trainer's ``end_early`` rule."""
+and the stop verdict reading copying): the trainer's ``end_early`` rule; and when a warmup-stable-decay
+run starts its cooldown so that the deadline finds it cooled, not at full learning rate."""
 
 from __future__ import annotations
 
@@ -24,6 +25,26 @@ class Deadline:
         return now + interval > self.at
 
 
+@dataclass
+class CooldownClock:
+    """The trainer's ``cool_when`` for a deadline: True at a sync point of the stable phase once the
+    cooldown's steps, at this run's mean time per step since the first call (its evaluation points
+    included) and with ``margin`` to spare, would reach ``at``. A run whose planned cooldown ends
+    before the deadline never hears True."""
+
+    at: float  # time.time() by which training must have ended
+    margin: float = 1.15
+    first: tuple[float, int] | None = None
+
+    def __call__(self, step: int, cooldown_steps: int) -> bool:
+        now = time.time()
+        if self.first is None or step <= self.first[1]:
+            self.first = (now, step)
+            return now >= self.at
+        per_step = (now - self.first[0]) / (step - self.first[1])
+        return now + self.margin * cooldown_steps * per_step >= self.at
+
+
 @dataclass(frozen=True)
 class Ends:
     """What may end a run before its budget: a deadline, and the stop verdict reading copying."""
@@ -42,6 +63,10 @@ class Ends:
             return passed or (self.when_copying and copying(curve, copy_floor))
 
         return end
+
+    def cool_when(self) -> Callable[[int, int], bool] | None:
+        """When a warmup-stable-decay run starts its cooldown: early enough to finish it by the deadline."""
+        return CooldownClock(self.deadline.at) if self.deadline is not None else None
 
 
 def copying(curve: dict[str, dict[str, float]], copy_floor: float | None) -> bool:
