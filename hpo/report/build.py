@@ -308,7 +308,7 @@ def samples_section(
     cells = tuple(
         SampleCell(
             trial=trial_line(t),
-            baseline=TrialRecord.of(t).baseline,
+            baseline=TrialRecord.of(t).baseline_label,
             value=value_of(t),
             tied_with=done[0].number if t.number in tied else None,
             image=read_image(store, TrialRecord.of(t).samples, f"trial {t.number}"),
