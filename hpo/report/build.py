@@ -389,7 +389,7 @@ def run_section(study: optuna.Study) -> CompanionSection | None:
         blocks.append(Paragraph(d.winner_why, label="The final run trains"))
     if d.value is not None:
         blocks.append(Paragraph(
-            f"{d.metric} {d.value:.4g} at {d.final_kimg:g} kimg (real held-out images: {d.floor:.4g}); {d.stop}",
+            f"{d.score_words()} (real held-out images: {d.floor:.4g}); {d.stop}",
             label="The model",
         ))  # fmt: skip
     if d.bigger:
