@@ -118,3 +118,15 @@ def test_a_phase_is_running_on_disk_from_its_first_moment(tmp_path: Path) -> Non
     Run(opts, tmp_path, "sqlite://", ledger, threading.Lock(), lambda *_: None).start("preflight")
     stored = load_ledger(tmp_path)
     assert stored is not None and stored.phase("preflight").state == "running"
+
+
+def test_the_runs_decision_names_a_winning_start_by_its_name() -> None:
+    from optuna.trial import create_trial
+
+    from hpo.run.phases.search import numbered
+
+    known = create_trial(value=1.11, user_attrs={"baseline": True, "baseline_name": "known start"})
+    known.number = 1
+    other = create_trial(value=1.01)
+    other.number = 7
+    assert (numbered(known), numbered(other)) == ("#1 (known start)", "#7")
