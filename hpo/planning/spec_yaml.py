@@ -11,6 +11,7 @@ from hpo.doctor.schedule_checks import EPOCHS_BEFORE_MEMORISING
 from hpo.planning.plan import HEADROOM, HELD_OUT, MIN_HELD_OUT, MOST, SIZES, Budget, Plan, Scoring, epochs
 from hpo.spec.rules import MAX_EXTRAPOLATION, eval_points_words
 from hpo.spec.samplers import sampler_facts, spacing_facts
+from hpo.spec.spec import BASELINE_NAME
 
 # The CPU quickstart's winner (README: trial 4 of search_spaces/digits.yaml, classifier-FID 2.64 against
 # the by-hand baseline's 156.7): tried second, so a search starts from settings that worked on digits.
@@ -229,15 +230,16 @@ def search(plan: Plan) -> list[str]:
         ("timesteps", {"type": "categorical", "choices": list(se.timesteps)}, "T"),
         ("schedule", {"type": "categorical", "choices": list(se.schedules)}, "noise schedule"),
     ]
-    baseline = {"lr": 4.0e-4, "batch_size": se.batch_sizes[0], "timesteps": 1000, "schedule": "linear"}
-    known = {"lr": QUICKSTART_LR, "batch_size": se.batch_sizes[0], "timesteps": QUICKSTART_T,
-             "schedule": QUICKSTART_SCHEDULE}  # fmt: skip
+    baseline = {BASELINE_NAME: "by hand", "lr": 4.0e-4, "batch_size": se.batch_sizes[0], "timesteps": 1000,
+                "schedule": "linear"}  # fmt: skip
+    known = {BASELINE_NAME: "known start", "lr": QUICKSTART_LR, "batch_size": se.batch_sizes[0],
+             "timesteps": QUICKSTART_T, "schedule": QUICKSTART_SCHEDULE}  # fmt: skip
     tried = [line("  ", "", known, "the CPU quickstart's winner on digits (README): a start that worked")]
     return [
         f"{'search:':<{COMMENT_AT}} # the training half of the six (guidance and steps: sampling)",
         *(line("  ", k, v, c, SEARCH_COMMENT_AT) for k, v, c in rows),
         "",
-        f"{'baselines:':<{COMMENT_AT}} # enqueued first: what a person would try by hand, then a known start",
+        f"{'baselines:':<{COMMENT_AT}} # enqueued first: by hand, then a known start (`name`: the report's word)",
         line("  ", "", baseline, "DDPM's T and schedule, the smallest batch, Adam's usual 4e-4"),
         *(tried if se.lr[0] <= QUICKSTART_LR <= se.lr[1] and QUICKSTART_T in se.timesteps else []),
     ]

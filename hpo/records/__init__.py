@@ -34,6 +34,7 @@ from hpo.records.hardware import (
 )
 from hpo.records.keys import (
     BASELINE_ATTR,
+    BASELINE_NAME_ATTR,
     BUDGET_KIMG_ATTR,
     CARRIED_ATTR,
     CHECKPOINT_ATTR,
@@ -118,6 +119,7 @@ from hpo.records.trial import (
 
 __all__ = [
     "BASELINE_ATTR",
+    "BASELINE_NAME_ATTR",
     "BUDGET_KIMG_ATTR",
     "CARRIED_ATTR",
     "CHECKPOINT_ATTR",

@@ -3,6 +3,7 @@ greps the package for a key spelt anywhere else)."""
 
 # ---- a trial's attributes ----
 BASELINE_ATTR = "baseline"  # enqueued from the spec's `baselines`
+BASELINE_NAME_ATTR = "baseline_name"  # that baseline's name ("by hand", "baseline 2"); absent in older studies
 CARRIED_ATTR = "carried_from"  # "STUDY#N": a prior observation copied by `hpo launch --warm-start`, never trained here
 CONTINUES_ATTR = "continues"  # pruner: rung: the paused trial whose checkpoint this continuation resumes
 HOST_FAULTS_ATTR = "host_faults"  # attempts before this one ended by a full disk: they spend no retry

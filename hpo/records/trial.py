@@ -17,6 +17,7 @@ from hpo.records.curve import CurveEntry, CurvePoint, curve_points
 from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
     BASELINE_ATTR,
+    BASELINE_NAME_ATTR,
     BUDGET_KIMG_ATTR,
     CARRIED_ATTR,
     CHECKPOINT_ATTR,
@@ -98,6 +99,19 @@ class TrialRecord(Stored):
     @property
     def baseline(self) -> bool:
         return bool(self.attrs.get(BASELINE_ATTR))
+
+    @property
+    def baseline_name(self) -> str | None:
+        """A baseline's name (the spec's `name`, else "baseline N"); None for other trials and for a
+        baseline enqueued before names were stored."""
+        raw = self.attrs.get(BASELINE_NAME_ATTR)
+        return str(raw) if self.baseline and raw is not None else None
+
+    @property
+    def baseline_label(self) -> str:
+        """What a report calls this trial's start: its name ("known start", "baseline 2"), else "baseline"
+        (a baseline enqueued before names were stored); "" for a trial that is no baseline."""
+        return "" if not self.baseline else self.baseline_name or "baseline"
 
     @property
     def carried_from(self) -> str | None:
@@ -276,6 +290,8 @@ def companion_attrs(source: FrozenTrial, *, watch: bool) -> JsonObject:
     (a confirmation or ladder, ``watch``) the sampling the source found best."""
     record = TrialRecord.of(source)
     attrs: JsonObject = {SOURCE_TRIAL_ATTR: source.number, BASELINE_ATTR: record.baseline}
+    if record.baseline_name is not None:
+        attrs[BASELINE_NAME_ATTR] = record.baseline_name
     if watch:
         attrs[WATCH_SAMPLING_ATTR] = record.sampling_dict
     return attrs

@@ -308,7 +308,7 @@ def samples_section(
     cells = tuple(
         SampleCell(
             trial=trial_line(t),
-            baseline=TrialRecord.of(t).baseline,
+            baseline=TrialRecord.of(t).baseline_label,
             value=value_of(t),
             tied_with=done[0].number if t.number in tied else None,
             image=read_image(store, TrialRecord.of(t).samples, f"trial {t.number}"),
@@ -389,7 +389,7 @@ def run_section(study: optuna.Study) -> CompanionSection | None:
         blocks.append(Paragraph(d.winner_why, label="The final run trains"))
     if d.value is not None:
         blocks.append(Paragraph(
-            f"{d.metric} {d.value:.4g} at {d.final_kimg:g} kimg (real held-out images: {d.floor:.4g}); {d.stop}",
+            f"{d.score_words()} (real held-out images: {d.floor:.4g}); {d.stop}",
             label="The model",
         ))  # fmt: skip
     if d.bigger:

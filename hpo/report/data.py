@@ -37,7 +37,7 @@ class Summary:
     metric_name: str
     counts: dict[str, int]
     best: FrozenTrial | None
-    baseline: FrozenTrial | None  # the best complete baseline
+    starts: tuple[FrozenTrial, ...]  # each named baseline's best complete trial ("known start", "by hand"), best first
     noise: Noise
     compute_seconds: float  # finished trials, and running ones so far
     saved_seconds: float  # the budget pruned trials did not use, at the study's mean seconds per kimg
@@ -81,6 +81,26 @@ def stopped_baseline(t: FrozenTrial, continued: set[int]) -> bool:
     return TrialRecord.of(t).baseline and t.state == TrialState.PRUNED and t.number not in continued
 
 
+def best_per_start(done: Sequence[FrozenTrial]) -> tuple[FrozenTrial, ...]:
+    """Of complete trials (best first), each baseline name's first: a continued or retried start keeps
+    its name, so it counts once; a study's unnamed baselines (stored before names) count as one."""
+    seen: dict[str, FrozenTrial] = {}
+    for t in done:
+        if (label := TrialRecord.of(t).baseline_label) and label not in seen:
+            seen[label] = t
+    return tuple(seen.values())
+
+
+def start_words(t: FrozenTrial) -> str:
+    """A baseline as a sentence names it: its name ("known start", "baseline 2"), or "the baseline"
+    (one enqueued before names were stored)."""
+    return TrialRecord.of(t).baseline_name or "the baseline"
+
+
+def capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summary:
     p = progress(study, n_trials_of(study), trials)
     done = complete(trials)
@@ -102,7 +122,7 @@ def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summa
         metric_name=metric_of(study),
         counts=counts,
         best=done[0] if done else None,
-        baseline=next((t for t in done if TrialRecord.of(t).baseline), None),
+        starts=best_per_start(done),
         noise=noise_of(trials),
         compute_seconds=sum(trial_seconds(t, now) for t in trials),
         saved_seconds=saved,
@@ -112,25 +132,38 @@ def summarise_study(study: optuna.Study, trials: Sequence[FrozenTrial]) -> Summa
 
 
 def best_vs_baseline(s: Summary) -> str:
-    """The improvement over the baseline, and whether it is larger than the noise."""
-    if s.best is not None and s.baseline is None and (stopped := s.stopped_baseline) is not None:
+    """The best trial against each enqueued start that completed, and whether each gap is larger than
+    the noise."""
+    if s.best is not None and not s.starts and (stopped := s.stopped_baseline) is not None:
         return (
-            f"The baseline (trial #{stopped.number}) was stopped by the pruner ({fail_reason(stopped)}), so there is "
-            "no complete baseline to compare with."
+            f"{capitalised(start_words(stopped))} (trial #{stopped.number}) was stopped by the pruner "
+            f"({fail_reason(stopped)}), so there is no complete baseline to compare with."
         )
-    if s.best is None or s.baseline is None:
+    if s.best is None or not s.starts:
         return "No complete baseline to compare with yet: baselines are enqueued first, so wait for them."
-    best, base = score_of(s.best), score_of(s.baseline)
-    if s.best is s.baseline:
-        return f"The baseline (trial #{s.baseline.number}, {base:.4g}) is still the best configuration."
-    gain = base - best
-    head = f"Trial #{s.best.number} scores {best:.4g} against the baseline's {base:.4g} (trial #{s.baseline.number})"
+    best = score_of(s.best)
+    others = [versus(s, best, t) for t in s.starts if t is not s.best]
+    if s.best in s.starts:
+        head = (
+            f"{capitalised(start_words(s.best))} (trial #{s.best.number}, {best:.4g}) is still the best configuration"
+        )
+        return head + "".join(f"; {o}" for o in others) + "."
+    head = f"Trial #{s.best.number} scores {best:.4g}: {'; '.join(others)}"
     if s.noise.sd is None:
-        return f"{head}: {gain:.3g} better; the noise is not measured yet, so this is not yet evidence."
+        return f"{head}. The noise is not measured yet, so this is not yet evidence."
+    return f"{head} (tie margin {s.noise.tie_margin:.2g}, {s.noise.text()})."
+
+
+def versus(s: Summary, best: float, start: FrozenTrial) -> str:
+    """How far ``best`` (the best trial's score) is ahead of one start: "0.12 better than known start
+    (#1, 1.11), more than the noise"."""
+    base = score_of(start)
+    gain, who = base - best, f"{start_words(start)} (#{start.number}, {base:.4g})"
+    if s.noise.sd is None:
+        return f"{gain:.3g} better than {who}"
     if s.noise.within_tie_margin(best, base):
-        margin = s.noise.tie_margin
-        return f"{head}: the {gain:.3g} difference is within the noise (tie margin {margin:.2g}): they are tied."
-    return f"{head}: {gain:.3g} better, more than the noise (tie margin {s.noise.tie_margin:.2g}, {s.noise.text()})."
+        return f"tied with {who}: the {gain:.3g} difference is within the noise"
+    return f"{gain:.3g} better than {who}, more than the noise"
 
 
 def sweep_of(t: FrozenTrial) -> list[ComboScore]:

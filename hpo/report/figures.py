@@ -94,10 +94,11 @@ def importance_figure(imp: Importances) -> go.Figure:
 
 
 def trial_name(t: FrozenTrial) -> str:
-    """``#3 pruned at 4 kimg``: the legend's and the hover's name of a trial."""
+    """``#3 pruned at 4 kimg``, ``#1 known start complete``: the legend's and the hover's name of a trial."""
     state, points = t.state.name.lower(), TrialRecord.current(t).points
     where = f" at {points[-1].kimg:.3g} kimg" if t.state in STOPPED and points else ""
-    return f"#{t.number}{' baseline' if TrialRecord.of(t).baseline else ''} {state}{where}"
+    start = TrialRecord.of(t).baseline_label  # "known start", "by hand"; "baseline" in older studies
+    return f"#{t.number}{f' {start}' if start else ''} {state}{where}"
 
 
 def curve_figure(trials: Sequence[FrozenTrial], colours: Colours) -> go.Figure:

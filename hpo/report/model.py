@@ -116,7 +116,7 @@ class SearchSection:
 @dataclass(frozen=True)
 class SampleCell:
     trial: TrialLine
-    baseline: bool
+    baseline: str  # the start's name (TrialRecord.baseline_label), "" for a trial that is no baseline
     value: float
     tied_with: int | None  # the best trial's number when this one is within the noise of it
     image: Image

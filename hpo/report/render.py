@@ -162,7 +162,7 @@ def samples_html(s: SamplesSection) -> str:
         tie = f" — tied with #{c.tied_with} (within the noise)" if c.tied_with is not None else ""
         cells.append(
             f"<div class='cell'>{image_tag(c.image)}"
-            f"<p>#{c.trial.number}{' (baseline)' if c.baseline else ''}: {escape(s.metric)} "
+            f"<p>#{c.trial.number}{f' ({escape(c.baseline)})' if c.baseline else ''}: {escape(s.metric)} "
             f"{c.value:.4g}{escape(tie)}<br><small>{params_text(c.trial)}<br>{escape(sampling_text(c.trial))}"
             "</small></p></div>"
         )

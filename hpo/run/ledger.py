@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field
@@ -52,14 +53,36 @@ class Decisions:
     confirm_seeds: int | None = None
     winner: int | None = None  # the search study's trial the final run trains
     winner_why: str = ""
-    final_kimg: float | None = None
+    final_kimg: float | None = None  # the final run's planned budget
     final_num_evals: int | None = None
+    trained_kimg: float | None = None  # what the final run trained: final_kimg, or less where it was cut
+    ended_by: str = ""  # what cut it ("the deadline", "the stop verdict (copying since 12 kimg)"); "" when not
     value: float | None = None  # the final model's score at its best sampling
     floor: float | None = None  # real held-out images on the same score
     metric: str = ""
     stop: str = ""  # the final run's stop verdict
     bigger: str = ""  # what twice the final run's training would buy, forecast from its curve
     model: str = ""  # the exported model's folder
+
+    def trained(self) -> str:
+        """What the final model saw, in words (:func:`trained_words`); a ledger written before
+        ``trained_kimg`` was kept says only the plan."""
+        planned = self.final_kimg or 0.0
+        if self.trained_kimg is None:
+            return f"at {planned:g} kimg planned"
+        return trained_words(self.trained_kimg, planned, self.ended_by)
+
+    def score_words(self) -> str:
+        """``classifier-FID 35.45 at 4.9 of 9.738 planned kimg, ended by the deadline``."""
+        return f"{self.metric} {self.value if self.value is not None else math.nan:.4g} {self.trained()}"
+
+
+def trained_words(trained: float, planned: float, ended_by: str) -> str:
+    """``at 9.738 kimg`` when a run trained its plan, else ``at 4.9 of 9.738 planned kimg, ended by the
+    deadline``: every statement of a model's score says what the model saw."""
+    if trained >= planned * 0.999:
+        return f"at {planned:g} kimg"
+    return f"at {trained:g} of {planned:g} planned kimg, ended by {ended_by or 'the deadline'}"
 
 
 @dataclass

@@ -89,16 +89,14 @@ def final_train(decisions: Decisions) -> FinalTrain:
     return FinalTrain(kimg, num_evals)
 
 
-def trained_words(summary: TrialRecord, planned_kimg: float) -> str:
-    """``at 45.7 kimg``, or what ended it where: ``ended by the deadline at 30.2 of 45.7 kimg``, or
-    ``ended by the stop verdict (copying since 12 kimg) at 20.4 of 45.7 kimg``."""
+def what_trained(summary: TrialRecord, planned_kimg: float) -> tuple[float, str]:
+    """The kimg a final run trained (its last evaluation point: a deadline or the stop verdict ends a run
+    at one, with that point's weights) and what ended it before ``planned_kimg`` ("" when nothing did)."""
     last = summary.last_entry
     reached = (last.kimg if last else 0.0) or planned_kimg
     if reached >= planned_kimg * 0.999:
-        return f"at {planned_kimg:g} kimg"
+        return reached, ""
     stop = summary.stop
     if stop is not None and stop.kind == "copying":
-        why = f"the stop verdict (copying since {stop.since_kimg or 0.0:.3g} kimg)"
-    else:
-        why = "the deadline"
-    return f"ended by {why} at {reached:g} of {planned_kimg:g} kimg"
+        return reached, f"the stop verdict (copying since {stop.since_kimg or 0.0:.3g} kimg)"
+    return reached, "the deadline"

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo import __version__
 from hpo.errors import ConfigError, HpoError
-from hpo.records import BASELINE_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATTR, StudyRecord
+from hpo.records import BASELINE_ATTR, BASELINE_NAME_ATTR, HASH_ATTR, SPEC_ATTR, VERSION_ATTR, StudyRecord
 from hpo.service.pruning import make_pruner
 from hpo.service.space import grid
 from hpo.service.storage import ResilientStorage, open_storage
@@ -199,8 +199,9 @@ def named(spec: Spec, name: str) -> Spec:
     )
 
 
-def enqueue_baseline(study: optuna.Study, params: dict[str, object]) -> None:
-    study.enqueue_trial(dict(params), user_attrs={BASELINE_ATTR: True})
+def enqueue_baseline(study: optuna.Study, params: dict[str, object], *, name: str) -> None:
+    """Queue one of the spec's baselines; ``name`` (``Spec.baseline_name``) is kept beside its parameters."""
+    study.enqueue_trial(dict(params), user_attrs={BASELINE_ATTR: True, BASELINE_NAME_ATTR: name})
 
 
 def refuse_regrowth_after_rung(existing: optuna.Study, spec: Spec) -> None:
@@ -240,8 +241,8 @@ def create_or_resume(
     study.set_user_attr(SPEC_ATTR, json.dumps(spec_dict))
     study.set_user_attr(HASH_ATTR, spec.fingerprint())
     study.set_user_attr(VERSION_ATTR, __version__)
-    for params in spec.baselines if baselines else ():
-        enqueue_baseline(study, dict(params))
+    for i, params in enumerate(spec.baselines if baselines else ()):
+        enqueue_baseline(study, dict(params), name=spec.baseline_name(i))
     return study, True
 
 

@@ -180,11 +180,11 @@ def warm_start(target: optuna.Study, spec: Spec, source: optuna.Study, source_sp
     out.observations = len(carried)
     ranked = best_first(carried)  # a spec's studies are minimised (study.direction)
     queued = [dict(b) for b in spec.baselines]
-    for params in queued:
+    for i, params in enumerate(queued):
         if not out.differs and measured(params, carried, spec):
             out.measured_baselines += 1
         else:
-            enqueue_baseline(target, params)
+            enqueue_baseline(target, params, name=spec.baseline_name(i))
     for t in ranked[: math.ceil(len(ranked) / 3)]:  # never re-run a configuration that scored in the worse part
         if len(out.enqueued) >= min(TOP, max(1, spec.study.n_trials // 3)):
             break

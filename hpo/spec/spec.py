@@ -132,6 +132,7 @@ SECTIONS = ("study", "data", "train", "sampling", "score", "sampler", "pruner", 
 TRAIN_TYPES = get_type_hints(TrainConfig)
 SAMPLING_TYPES = get_type_hints(SamplingConfig)
 _V = TypeVar("_V")  # a parameter's value
+BASELINE_NAME, NAME_LENGTH = "name", 40  # a baseline's optional name (not a parameter) and its longest
 LEGACY_SAMPLING = {"guidance_scale": "guidance_scale", "ddim_steps": "steps", "ddim_eta": "eta"}
 
 
@@ -146,8 +147,14 @@ class Spec:
     pruner: PrunerSettings
     tracking: TrackingSettings
     search: Mapping[str, Param]
-    baselines: tuple[Mapping[str, Any], ...]
+    baselines: tuple[Mapping[str, Any], ...]  # each enqueued start's parameters (its `name` is not one)
+    baseline_names: tuple[str | None, ...] = ()  # each baseline's optional `name`, in the same order
     file: str = "<spec>"
+
+    def baseline_name(self, i: int) -> str:
+        """The ``i``-th baseline's name: its `name`, else "baseline N" by its position (1-based)."""
+        named = self.baseline_names[i] if i < len(self.baseline_names) else None
+        return named or f"baseline {i + 1}"
 
     def split_params(self, params: Mapping[str, _V]) -> tuple[dict[str, _V], dict[str, _V]]:
         """A trial's parameters (``Params``; ``hpo train``'s also its ``--set train.…`` values) → (training
@@ -185,7 +192,10 @@ class Spec:
         out["sampling"] = {k: v for k, v in self.sampling.to_dict().items() if k not in self.search}
         out["tracking"] = to_plain(self.tracking)
         out["search"] = {name: {"type": p.kind, **to_plain(p)} for name, p in self.search.items()}
-        out["baselines"] = [dict(b) for b in self.baselines]
+        names = self.baseline_names + (None,) * (len(self.baselines) - len(self.baseline_names))
+        out["baselines"] = [
+            {**({} if n is None else {BASELINE_NAME: n}), **b} for b, n in zip(self.baselines, names, strict=True)
+        ]
         return out
 
     def fingerprint(self) -> str:
@@ -195,9 +205,15 @@ class Spec:
 
 
 def comparable(spec: JsonObject) -> JsonObject:
-    study = spec["study"]
+    """The spec's keys that define its trials: not n_trials, target_kimg or a baseline's name."""
+    study, baselines = spec["study"], spec.get("baselines") or []
     assert isinstance(study, Mapping), study  # Spec.to_dict writes every section as a mapping
-    return {**spec, "study": {k: v for k, v in study.items() if k not in ("n_trials", "target_kimg")}}
+    assert isinstance(baselines, list), baselines
+    return {
+        **spec,
+        "study": {k: v for k, v in study.items() if k not in ("n_trials", "target_kimg")},
+        "baselines": [{k: v for k, v in b.items() if k != BASELINE_NAME} for b in baselines if isinstance(b, Mapping)],
+    }
 
 
 def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -296,6 +312,7 @@ def spec_from_dict(raw: Mapping[str, Any], *, file: str = "<spec>") -> Spec:
         tracking=build(TrackingSettings, raw.get("tracking"), "tracking"),
         search=search,
         baselines=build_baselines(raw.get("baselines") or [], search),
+        baseline_names=baseline_names(raw.get("baselines") or []),
         file=file,
     )
     check_consistency(spec)
@@ -350,6 +367,7 @@ def check_field_value(name: str, value: Any, train: TrainConfig, path: str) -> N
 
 
 def build_baselines(raw: Any, search: Mapping[str, Param]) -> tuple[Mapping[str, Any], ...]:
+    """Each baseline's parameters (its `name`, checked by :func:`baseline_names`, left out)."""
     if not isinstance(raw, list):
         raise ConfigError("baselines", "expected a list of {parameter: value} mappings")
     out = []
@@ -357,15 +375,32 @@ def build_baselines(raw: Any, search: Mapping[str, Param]) -> tuple[Mapping[str,
         path = f"baselines[{i}]"
         if not isinstance(item, Mapping):
             raise ConfigError(path, f"expected a mapping of parameter values, got {item!r}")
-        check_keys(item, list(search), path)
-        missing = [name for name in search if name not in item]
+        params = {k: v for k, v in item.items() if k != BASELINE_NAME}
+        check_keys(params, list(search), path)
+        missing = [name for name in search if name not in params]
         if missing:
             raise ConfigError(path, f"missing value for searched parameter(s) {', '.join(missing)}")
-        for name, value in item.items():
+        for name, value in params.items():
             kind = TRAIN_TYPES.get(name) or SAMPLING_TYPES.get(name) or Any
             coerce(value, kind, f"{path}.{name}")
             search[name].check_contains(value, f"{path}.{name}")
-        out.append(dict(item))
+        out.append(params)
+    return tuple(out)
+
+
+def baseline_names(raw: Any) -> tuple[str | None, ...]:
+    """Each baseline's optional `name` (what the report calls it: "by hand", "known start"), checked;
+    ``raw`` is a list of mappings (:func:`build_baselines` refused anything else)."""
+    out: list[str | None] = []
+    for i, item in enumerate(raw):
+        name = item.get(BASELINE_NAME)
+        ok = name is None or (isinstance(name, str) and 1 <= len(name) <= NAME_LENGTH and "\n" not in name)
+        require(
+            ok,
+            f"baselines[{i}].{BASELINE_NAME}",
+            f"must be one line of 1-{NAME_LENGTH} characters (what the report calls this start), got {name!r}",
+        )
+        out.append(name)
     return tuple(out)
 
 

@@ -3,6 +3,7 @@ planned from the folder's facts and the machine's memory; awkward folders get a 
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from pathlib import Path
@@ -71,9 +72,30 @@ def test_the_search_starts_with_the_by_hand_baseline_then_the_quickstarts_winner
     draw_shapes(tmp_path / "bikes", 80, 32)
     code, _, err = init(str(tmp_path / "bikes"), "-o", "start.yaml")
     assert code == 0, err
-    hand, known = load_spec("start.yaml").baselines
+    spec = load_spec("start.yaml")
+    hand, known = spec.baselines
     assert hand["lr"] == 4e-4 and hand["timesteps"] == 1000
     assert (known["lr"], known["timesteps"], known["schedule"]) == (QUICKSTART_LR, QUICKSTART_T, QUICKSTART_SCHEDULE)
+    assert [spec.baseline_name(i) for i in range(2)] == ["by hand", "known start"]
+    assert "name" not in hand and "name" not in known  # a name is no parameter
+
+
+def test_a_planned_specs_baseline_names_round_trip_and_never_reach_a_trials_params(tmp_path: Path) -> None:
+    from hpo.records import TrialRecord
+    from hpo.service.storage import open_storage
+    from hpo.service.study import create_or_resume
+    from hpo.spec.spec import parse_stored
+
+    draw_shapes(tmp_path / "bikes", 80, 32)
+    code, _, err = init(str(tmp_path / "bikes"), "-o", "start.yaml")
+    assert code == 0, err
+    spec = load_spec("start.yaml")
+    again = parse_stored(json.dumps(spec.to_dict()), study_name=spec.study.name)  # as a study stores it
+    assert again.baseline_names == ("by hand", "known start") and again.fingerprint() == spec.fingerprint()
+    study, _ = create_or_resume(spec, open_storage(f"sqlite:///{tmp_path / 'hpo.db'}"))
+    queued = study.get_trials()
+    assert [TrialRecord.of(t).baseline_name for t in queued] == ["by hand", "known start"]
+    assert all("name" not in t.system_attrs["fixed_params"] for t in queued)
 
 
 def test_mixed_sizes_train_at_the_size_most_images_reach(tmp_path: Path) -> None:

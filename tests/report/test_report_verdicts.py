@@ -17,7 +17,17 @@ from hpo.analysis.noise import Noise
 from hpo.analysis.ranking import ties_with_best
 from hpo.companions.confirm import verdict
 from hpo.records import ComboScore
-from hpo.report.data import StepsRow, complete, relative_sweep, summarise_study, sweep_answer, sweep_grid, sweep_of
+from hpo.report.data import (
+    StepsRow,
+    best_vs_baseline,
+    complete,
+    relative_sweep,
+    summarise_study,
+    sweep_answer,
+    sweep_grid,
+    sweep_of,
+)
+from hpo.report.figures import trial_name
 from hpo.spec.sampling import SamplingConfig
 from tests.service_helpers import storage_of, study_report
 from tests.study_builders import add, create_companion, new_study, planted_sweep, random_params, structured_study
@@ -89,8 +99,27 @@ def test_two_configurations_within_the_noise_are_called_tied(tmp_path: Path) -> 
     )
     assert "#0 (baseline): classifier-FID 10 — tied with #1" in page
     assert ties_with_best(complete(study.get_trials()), s.noise) == [2, 0]  # #3 (14.0) is clearly worse
-    assert "they are tied" in page  # best vs baseline: 0.8 apart, tie margin 2·√2·0.45 ≈ 1.3
+    # best vs baseline: 0.8 apart, tie margin 2·√2·0.45 ≈ 1.3; a baseline stored before names is "the baseline"
+    assert "tied with the baseline (#0, 10): the 0.8 difference is within the noise" in page
     assert Noise(0.1, 1).within_tie_margin(9.2, 9.4) and not Noise(0.1, 1).within_tie_margin(9.2, 10.0)
+
+
+def test_each_named_start_is_compared_with_the_best_by_its_name(tmp_path: Path) -> None:
+    """As `hpo init` enqueues them: #0 by hand (6.23), #1 the known start (1.11); #2 beats both, the
+    known start within the noise. Neither is "the baseline"."""
+    study = new_study(tmp_path, "named")
+    rng = np.random.default_rng(4)
+    add(study, random_params(rng), value=6.23, curve=[1.0] * 4, baseline=True, baseline_name="by hand", fid_noise=0.1)
+    add(study, random_params(rng), value=1.11, curve=[1.0] * 4, baseline=True, baseline_name="known start")
+    add(study, random_params(rng), value=1.01, curve=[1.0] * 4, fid_noise=0.1)
+    s = summarise_study(study, study.get_trials())
+    said = best_vs_baseline(s)
+    assert said.startswith("Trial #2 scores 1.01: tied with known start (#1, 1.11): the 0.1 difference is within")
+    assert "; 5.22 better than by hand (#0, 6.23), more than the noise (tie margin" in said
+    assert "the baseline" not in said
+    assert [trial_name(t) for t in study.get_trials()[:2]] == ["#0 by hand complete", "#1 known start complete"]
+    page = study_report(study, tmp_path / "named.html", artifact_dir=None).read_text()
+    assert "#1 (known start): classifier-FID 1.11" in page and "#0 (by hand): classifier-FID 6.23" in page
 
 
 def confirmed(tmp_path: Path, name: str, results: dict[int, list[float]]) -> tuple[optuna.Study, optuna.Study]:

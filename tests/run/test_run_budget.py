@@ -218,3 +218,10 @@ def test_a_ledger_written_before_a_field_existed_still_reads() -> None:
     ledger = Ledger.read(older)
     assert ledger is not None and ledger.image_size is None and ledger.decisions.winner == 3
     assert ledger.phase("plan").state == "done" and ledger.phase("search").state == "pending"
+
+
+def test_a_ledger_written_before_trained_kimg_was_kept_reads_and_says_only_the_plan() -> None:
+    older = {**GOOD, "decisions": {"winner": 3, "final_kimg": 9.738, "value": 35.45, "metric": "classifier-FID"}}
+    ledger = Ledger.read(older)
+    assert ledger is not None and ledger.decisions.trained_kimg is None and ledger.decisions.ended_by == ""
+    assert ledger.decisions.score_words() == "classifier-FID 35.45 at 9.738 kimg planned"

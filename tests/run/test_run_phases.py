@@ -10,21 +10,54 @@ import pytest
 
 from hpo.records import TrialRecord
 from hpo.run.ends import Ends
-from hpo.run.ledger import Decisions, Ledger, load_ledger, save_ledger
+from hpo.run.ledger import Decisions, Ledger, load_ledger, save_ledger, trained_words
 from hpo.run.options import RunOptions, worker_count
 from hpo.run.phases.final import bigger_budget
-from hpo.run.sizing import final_train, trained_words
+from hpo.run.sizing import final_train, what_trained
 from hpo.run.state import Run
 
 
 def test_the_final_runs_note_says_when_the_deadline_ended_it_and_where() -> None:
 
     curve = {"1": {"kimg": 10.0}, "2": {"kimg": 20.0}}
-    assert trained_words(TrialRecord({"curve": curve}), 20.0) == "at 20 kimg"
-    assert trained_words(TrialRecord({"curve": curve}), 40.0) == "ended by the deadline at 20 of 40 kimg"
+    assert what_trained(TrialRecord({"curve": curve}), 20.0) == (20.0, "")
+    assert trained_words(20.0, 20.0, "") == "at 20 kimg"
+    assert what_trained(TrialRecord({"curve": curve}), 40.0) == (20.0, "the deadline")
     stop = {"kind": "copying", "text": "copying began at 10 kimg", "since_kimg": 10.0}
     copied = TrialRecord({"curve": curve, "stop": stop})
-    assert trained_words(copied, 40.0) == "ended by the stop verdict (copying since 10 kimg) at 20 of 40 kimg"
+    assert what_trained(copied, 40.0) == (20.0, "the stop verdict (copying since 10 kimg)")
+    assert trained_words(20.0, 40.0, "the stop verdict (copying since 10 kimg)") == (
+        "at 20 of 40 planned kimg, ended by the stop verdict (copying since 10 kimg)"
+    )
+
+
+def test_a_final_run_cut_by_its_deadline_is_scored_at_the_kimg_it_trained_not_the_plan(tmp_path: Path) -> None:
+    """Issue 71: a 10-minute run planned 9.738 kimg, its deadline ended it at 4.9; the ledger, the
+    closing lines and the report said "classifier-FID 35.45 at 9.738 kimg"."""
+    curve = {"1": {"kimg": 2.45}, "2": {"kimg": 4.9}}
+    d = Decisions(final_kimg=9.738, final_num_evals=4, value=35.45, floor=12.0, metric="classifier-FID")
+    d.trained_kimg, d.ended_by = what_trained(TrialRecord({"curve": curve}), 9.738)
+    assert d.score_words() == "classifier-FID 35.45 at 4.9 of 9.738 planned kimg, ended by the deadline"
+    ledger = Ledger(folder="/data", budget_s=600.0, study="s", image_size=32, decisions=d)
+    save_ledger(ledger, tmp_path)
+    again = load_ledger(tmp_path)  # kept across a resume
+    assert again is not None and (again.decisions.trained_kimg, again.decisions.ended_by) == (4.9, "the deadline")
+    section = run_section_text(tmp_path, ledger)
+    assert "classifier-FID 35.45 at 4.9 of 9.738 planned kimg, ended by the deadline" in section
+    assert "at 9.738 kimg" not in section
+
+
+def run_section_text(tmp_path: Path, ledger: Ledger) -> str:
+    """The report's run section of a study carrying ``ledger``, as the text of its blocks."""
+    from hpo.records import RUN_ATTR
+    from hpo.report.build import run_section
+    from tests.study_builders import new_study
+
+    study = new_study(tmp_path, "budgeted")
+    study.set_user_attr(RUN_ATTR, ledger.to_dict())
+    section = run_section(study)
+    assert section is not None
+    return repr(section)
 
 
 def test_the_final_run_ends_at_the_first_point_whose_curve_reads_as_copying() -> None:
@@ -85,3 +118,15 @@ def test_a_phase_is_running_on_disk_from_its_first_moment(tmp_path: Path) -> Non
     Run(opts, tmp_path, "sqlite://", ledger, threading.Lock(), lambda *_: None).start("preflight")
     stored = load_ledger(tmp_path)
     assert stored is not None and stored.phase("preflight").state == "running"
+
+
+def test_the_runs_decision_names_a_winning_start_by_its_name() -> None:
+    from optuna.trial import create_trial
+
+    from hpo.run.phases.search import numbered
+
+    known = create_trial(value=1.11, user_attrs={"baseline": True, "baseline_name": "known start"})
+    known.number = 1
+    other = create_trial(value=1.01)
+    other.number = 7
+    assert (numbered(known), numbered(other)) == ("#1 (known start)", "#7")

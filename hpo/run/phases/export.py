@@ -37,8 +37,8 @@ def export(run: Run) -> None:
     winner = Winner(spec, sampling, network_info(study, spec), provenance)
     model = run.out / MODEL
     write_export(model, winner, load_checkpoint(run.out / FINAL / BEST_WEIGHTS),
-                 written_by=f"`hpo run {run.opts.images}`: trial #{trial.number} trained at {decisions.final_kimg:g} "
-                            f"kimg, its best sampling combination ({sampling.words})")  # fmt: skip
+                 written_by=f"`hpo run {run.opts.images}`: trial #{trial.number} trained {decisions.trained()}, "
+                            f"its best sampling combination ({sampling.words})")  # fmt: skip
     shutil.copyfile(run.out / FINAL / "samples.png", model / "samples.png")
     decisions.model = str(model)
     ledger.finish("export", note=f"{model}, and the report {run.out / REPORT}")
@@ -50,7 +50,7 @@ def export(run: Run) -> None:
 def closing_lines(run: Run) -> list[str]:
     d = run.ledger.decisions
     return [
-        f"model: {d.model} ({d.metric} {d.value:.4g}; real held-out images {d.floor:.4g}, the floor)",
+        f"model: {d.model} ({d.score_words()}; real held-out images {d.floor:.4g}, the floor)",
         f"winner: {d.winner_why}",
         f"stop verdict: {d.stop}",
         f"a bigger budget: {d.bigger}",

@@ -12,7 +12,7 @@ from hpo.analysis.noise import Noise
 from hpo.analysis.stopping import forecast, points_from_curve
 from hpo.analysis.tables import duration
 from hpo.records import TrialRecord
-from hpo.run.sizing import final_speed, final_train, trained_words
+from hpo.run.sizing import final_speed, final_train, what_trained
 from hpo.run.split import SWEEP_MARGIN, final_kimg, final_num_evals
 from hpo.run.state import FINAL, Run, publish, run_spec, search_study
 from hpo.run.train import train_run
@@ -61,15 +61,15 @@ def final(run: Run) -> None:
     ledger.phase("final").spent_s -= sweep_s
     ledger.phase("sweep").spent_s += sweep_s
     decisions.value, decisions.metric = summary.run_value, require_metric(study)
+    decisions.trained_kimg, decisions.ended_by = what_trained(summary, fixed.kimg)
     decisions.floor = summary.floor.score if summary.floor is not None else float("nan")
     decisions.stop = summary.stop.text if summary.stop is not None else ""
     decisions.bigger = bigger_budget(summary, decisions.metric)
     stop_kind = summary.stop.kind if summary.stop is not None else ""
-    ledger.finish("final", note=f"#{decisions.winner} {trained_words(summary, fixed.kimg)}; stop verdict: "
-                                f"{stop_kind}")  # fmt: skip
+    ledger.finish("final", note=f"#{decisions.winner} {decisions.trained()}; stop verdict: {stop_kind}")
     words = summary.sampling.words if summary.sampling else "?"
     combos = summary.combinations
-    ledger.finish("sweep", note=f"{combos} combinations: {decisions.metric} {decisions.value:.4g} at {words}")
+    ledger.finish("sweep", note=f"{combos} combinations: {decisions.score_words()}, sampled at {words}")
     publish(run, study)
 
 

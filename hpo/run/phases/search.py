@@ -15,6 +15,7 @@ from hpo.companions.base import Request
 from hpo.companions.confirm import CONFIRM, ConfirmReading
 from hpo.doctor.preflight import preflight_doctor
 from hpo.errors import HpoError
+from hpo.records import TrialRecord
 from hpo.run.options import worker_count
 from hpo.run.sizing import complete_seconds
 from hpo.run.split import decide_runs
@@ -90,7 +91,7 @@ def decide(run: Run) -> None:
         run.save()
     if not decisions.confirm_top:
         decisions.winner = ranked[0].number
-        decisions.winner_why = f"the search's best (#{ranked[0].number}, {ranked[0].value:.4g})"
+        decisions.winner_why = f"the search's best ({numbered(ranked[0])}, {ranked[0].value:.4g})"
         ledger.finish("decide", state="skipped", note="no room for 2 configurations and their baseline on fresh seeds")
         print(f"[decide] skipped: {ledger.phase('decide').note}; the final run trains {decisions.winner_why}")
         return
@@ -104,14 +105,21 @@ def decide(run: Run) -> None:
     publish(run, study)
 
 
+def numbered(t: optuna.trial.FrozenTrial) -> str:
+    """``#1 (known start)`` for an enqueued start, ``#7`` for any other trial."""
+    start = TrialRecord.of(t).baseline_label
+    return f"#{t.number}" + (f" ({start})" if start else "")
+
+
 def chosen(ranked: list[optuna.trial.FrozenTrial], reading: ConfirmReading) -> Choice:
     """The best mean over fresh seeds among the retrained configurations, else the search's best."""
     scored = [c for c in reading.verdict.configs if c.values]
     if not scored:
         return Choice(ranked[0].number, "the search's best (no fresh seed finished)")
     best = min(scored, key=lambda c: c.mean)
+    who = next((numbered(t) for t in ranked if t.number == best.trial), f"#{best.trial}")
     return Choice(
         best.trial,
-        f"#{best.trial}: {best.mean:.4g} over {len(best.values)} fresh seed(s), the best of {len(scored)} "
+        f"{who}: {best.mean:.4g} over {len(best.values)} fresh seed(s), the best of {len(scored)} "
         f"retrained; {reading.verdict.text}",
     )
