@@ -312,7 +312,7 @@ def train(
     with no checkpoint yet starts from that branch state of a shorter run of this configuration
     (:meth:`Trainer.continue_state`). ``cool_when`` is asked at every sync of the stable phase with
     the cooldown's length in steps: True starts the cooldown at once, and the run ends that many
-    steps later (evaluated there too); the checkpoint keeps where, so a resumed run ends there.
+    steps later (evaluated there too); the checkpoint is saved there, so a resumed run ends there too.
     """
     if config.ema_profiles and snapshot_dir is None:
         raise ValueError("train.ema_profiles is set: pass snapshot_dir, where the post-hoc EMA snapshots go")
@@ -431,6 +431,8 @@ def _save_branch_and_snapshots(trainer: Trainer, hooks: Hooks, snapshot_at: set[
     """The branch state at the cooldown's start (the last state at full lr: a longer run continues
     it); the power EMAs at their snapshot steps and at the run's end, wherever the cooldown put it."""
     if trainer.step == trainer.cooldown_begin and hooks.branch is not None:
+        if not hooks.may_save():
+            raise TrainingStopped(trainer.step)
         atomic_save(trainer.state(), hooks.branch)
         log.info("branch state saved to %s at step %d", hooks.branch, trainer.step)
     at_snapshot = trainer.step in snapshot_at or trainer.step == trainer.end_step
