@@ -30,7 +30,7 @@ Schedule = Literal["linear", "cosine", "sigmoid"]
 BetaScaling = Literal["scaled", "none"]
 Prediction = Literal["eps", "v", "x0"]
 Weighting = Literal["uniform", "min_snr"]
-LrSchedule = Literal["constant", "cosine", "linear"]
+LrSchedule = Literal["constant", "cosine", "linear", "wsd"]
 POSTHOC_PROFILES = (0.05, 0.10)  # the power EMAs tracked for a swept EMA length (EDM2's defaults)
 Features = Literal["inception", "classifier"]
 Parameterization = Literal["standard", "mup"]
@@ -130,8 +130,9 @@ class TrainConfig:
     adam_beta2: float = 0.999
     weight_decay: float = 0.0
     warmup_kimg: float = 0.0  # linear learning-rate warm-up, in thousands of images
-    lr_schedule: LrSchedule = "cosine"  # after warm-up: cosine or linear decay to lr_floor at the end, or constant
-    lr_floor: float = 0.1  # cosine / linear: the final lr as a share of lr
+    lr_schedule: LrSchedule = "cosine"  # after warm-up: cosine / linear decay to lr_floor at the end, constant, or wsd
+    lr_floor: float = 0.1  # cosine / linear / wsd: the final lr as a share of lr
+    cooldown_share: float = 0.2  # wsd: the last share of the budget's steps, a 1 − sqrt decay (Hägele et al. 2024)
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     ema_halflife_kimg: float = 0.5  # EMA half-life in thousands of images (EDM)
     ema_rampup: float = 0.05  # EMA warm-up: half-life at most this share of images seen; 0 disables
@@ -176,6 +177,7 @@ class TrainConfig:
         require(self.grad_clip >= 0.0, "grad_clip", f"must be >= 0, got {self.grad_clip}")
         require(self.warmup_kimg >= 0.0, "warmup_kimg", f"must be >= 0, got {self.warmup_kimg}")
         within(self.lr_floor, 0.0, 1.0, "lr_floor")
+        require(0.0 < self.cooldown_share <= 1.0, "cooldown_share", f"must be in (0, 1], got {self.cooldown_share}")
         require(self.ema_halflife_kimg > 0.0, "ema_halflife_kimg", f"must be positive, got {self.ema_halflife_kimg}")
         require(self.ema_rampup >= 0.0, "ema_rampup", f"must be >= 0, got {self.ema_rampup}")
         for i, sigma_rel in enumerate(self.ema_profiles):

@@ -11,7 +11,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,25 @@ from torch import nn
 
 from hpo.diffusion.losses import diffusion_loss
 from hpo.diffusion.schedule import NoiseSchedule
-from hpo.files import JsonObject
-from hpo.records import HardwareSummary
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
 from hpo.training.batches import BatchSource, placement, placement_words
 from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.training.data import ImageData, to_model_range
+from hpo.training.events import SYNC_EVERY, Hooks, check_losses
+from hpo.training.events import EvalPoint as EvalPoint
+from hpo.training.events import OnEval as OnEval
+from hpo.training.events import OnSync as OnSync
+from hpo.training.events import SyncPoint as SyncPoint
+from hpo.training.events import TrainingAborted as TrainingAborted
+from hpo.training.events import TrainingStopped as TrainingStopped
+from hpo.training.events import TrainResult as TrainResult
+from hpo.training.lineage import ADDED_SINCE as ADDED_SINCE
+from hpo.training.lineage import DEVICE_FIELD as DEVICE_FIELD
+from hpo.training.lineage import branch_config, check_stable
+from hpo.training.lineage import same_run as same_run
+from hpo.training.lr import cooldown_start, cooldown_steps, end_step
+from hpo.training.lr import lr_at as lr_at
 from hpo.training.model import DiffusionModel, build_network, count_parameters, lr_scales_for
 from hpo.training.mup import param_groups
 from hpo.training.posthoc_ema import PowerEmas
@@ -35,72 +46,6 @@ from hpo.training.telemetry import Hardware, Nvml, Telemetry, rss_mb, summarise_
 from hpo.training.validation import ValidationProbe, evaluate_probe, generalisation_gap, make_probe, pixel_moments
 
 log = logging.getLogger("hpo.train")
-
-SYNC_EVERY = 8  # steps between host syncs (losses to the host, NaN / divergence checks, on_sync)
-DIVERGE_WINDOW, DIVERGE_MIN_HISTORY = 10, 50
-
-
-class TrainingAborted(RuntimeError):
-    """The run cannot continue: ``reason`` is ``nan_loss`` or ``diverged``."""
-
-    def __init__(self, reason: str, step: int, detail: str) -> None:
-        self.reason, self.step = reason, step
-        super().__init__(f"{reason} at step {step}: {detail}")
-
-
-class TrainingStopped(RuntimeError):
-    """``should_stop`` asked the run to stop; nothing was saved after it did."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-        super().__init__(f"stopped at step {step}")
-
-
-# Config fields added after checkpoints were written, with the value those runs had: a checkpoint
-# written before a worker's upgrade still resumes after it.
-ADDED_SINCE: JsonObject = {"eval_spacing": "even"}
-
-
-@dataclass(frozen=True)
-class EvalPoint:
-    index: int  # 1..K
-    step: int
-    kimg: float
-    metrics: dict[str, float]
-    replayed: bool = False  # re-emitted from a checkpoint on resume
-
-
-@dataclass(frozen=True)
-class SyncPoint:
-    """What the host learned at one sync: the steps since the last one, each with its values."""
-
-    steps: list[int]
-    losses: list[float]
-    grad_norms: list[float]  # before clipping
-    lrs: list[float]
-    images_per_second: float
-    hardware: Hardware | None = None  # memory, CPU / GPU use and data wait since the last sync
-
-
-@dataclass
-class TrainResult:
-    model: DiffusionModel  # the EMA weights, ready to sample
-    history: list[EvalPoint]
-    steps: int
-    images_seen: int
-    seconds: float
-    images_per_second: float
-    peak_memory_bytes: int
-    eval_seconds: float  # of ``seconds``: evaluation points (probe, checkpoint, ``on_eval``)
-    eval_points: int  # evaluation points this call ran (not those replayed from a checkpoint)
-    device: str
-    num_parameters: int
-    snapshot_dir: Path | None = None  # the post-hoc EMA snapshots (with train.ema_profiles)
-    hardware: HardwareSummary | None = None  # the run's hardware readings in a few numbers
-
-
-OnEval = Callable[[EvalPoint, DiffusionModel], None]  # (the point, the EMA network in eval mode)
-OnSync = Callable[[SyncPoint], None]
 
 
 def make_schedule(cfg: TrainConfig) -> NoiseSchedule:
@@ -123,51 +68,11 @@ def ema_beta(cfg: TrainConfig, images_seen: int) -> float:
     return 0.5 ** (cfg.batch_size / max(halflife, 1e-8))
 
 
-def lr_at(cfg: TrainConfig, step: int) -> float:
-    """The learning rate of optimizer step ``step`` (0-based): linear warm-up in images, then
-    ``lr_schedule``: constant, or a cosine / linear decay that reaches ``lr_floor`` × lr at the last
-    step of the budget, so that a shortened run is a complete run rather than the start of a long one."""
-    warmup = cfg.warmup_kimg * 1000.0
-    images = (step + 1) * cfg.batch_size
-    ramp = min(1.0, images / warmup) if warmup > 0 else 1.0
-    if cfg.lr_schedule == "constant":
-        return cfg.lr * ramp
-    last = max(cfg.total_steps - 1, 1)
-    progress = min(1.0, step / last)
-    shape = 0.5 * (1.0 + math.cos(math.pi * progress)) if cfg.lr_schedule == "cosine" else 1.0 - progress
-    return cfg.lr * ramp * (cfg.lr_floor + (1.0 - cfg.lr_floor) * shape)
-
-
 @torch.no_grad()
 def update_ema(ema: nn.Module, model: nn.Module, beta: float) -> None:
     ema_params: list[torch.Tensor] = list(ema.parameters())
     params: list[torch.Tensor] = list(model.parameters())
     torch._foreach_lerp_(ema_params, params, 1.0 - beta)
-
-
-def check_losses(losses: list[float], factor: float, step: int) -> None:
-    """Raise TrainingAborted on a non-finite loss, or a recent mean far above the running median."""
-    if not all(math.isfinite(v) for v in losses[-SYNC_EVERY:]):
-        raise TrainingAborted("nan_loss", step, "loss or gradient norm is not finite")
-    if len(losses) >= DIVERGE_MIN_HISTORY:
-        recent = statistics.fmean(losses[-DIVERGE_WINDOW:])
-        median = statistics.median(losses[-200 - DIVERGE_WINDOW : -DIVERGE_WINDOW])
-        if recent > factor * median:
-            raise TrainingAborted(
-                "diverged", step, f"loss {recent:.4g} is over {factor:g}× its running median {median:.4g}"
-            )
-
-
-DEVICE_FIELD = "device"  # TrainConfig.device, in a checkpoint's plain config
-
-
-def same_run(written: JsonObject, cfg: TrainConfig) -> bool:
-    """Whether a checkpoint's configuration is this run's: every field, the device only by its kind
-    (a retry or a rung's continuation may land on another GPU of the pool: cuda:1 resumes cuda:0's)."""
-    stored, mine = {**ADDED_SINCE, **written}, to_plain(cfg)
-    differ = {k for k in stored.keys() | mine.keys() if stored.get(k) != mine.get(k)}
-    kind = str(stored.get(DEVICE_FIELD)).split(":")[0]
-    return differ <= {DEVICE_FIELD} and kind == cfg.device.split(":")[0]
 
 
 class Trainer:
@@ -210,6 +115,8 @@ class Trainer:
         )
         self.step = 0
         self.ended_early = False  # ``end_early`` said so: a resumed run stays ended there
+        self.cooldown_from: int | None = None  # wsd: the step its cooldown started early at (``cool_when``)
+        self.continued_from: int | None = None  # the step of the shorter run's branch state it continued
         self.losses: list[float] = []
         self.history: list[EvalPoint] = []
         self.pending: list[torch.Tensor] = []
@@ -218,6 +125,24 @@ class Trainer:
     @property
     def conditional(self) -> bool:
         return self.info.conditional
+
+    @property
+    def end_step(self) -> int:
+        """The step the run ends at: the budget's last, or the end of a cooldown that started early."""
+        return end_step(self.cfg, self.cooldown_from)
+
+    @property
+    def cooldown_begin(self) -> int | None:
+        """wsd: the first step of the cooldown (the state there is the last at full lr); else None."""
+        if self.cfg.lr_schedule != "wsd":
+            return None
+        return cooldown_start(self.cfg) if self.cooldown_from is None else self.cooldown_from
+
+    def eval_points(self) -> dict[int, int]:
+        """Step → index of the evaluation points this run reaches; a run whose cooldown started early
+        is evaluated at its end too, as the point after the last it passed."""
+        planned = {step: k for k, step in enumerate(self.cfg.eval_steps(), start=1) if step <= self.end_step}
+        return planned if self.end_step in planned else {**planned, self.end_step: len(planned) + 1}
 
     @property
     def ema_model(self) -> DiffusionModel:
@@ -237,7 +162,9 @@ class Trainer:
     def train_step(self) -> None:
         cfg = self.cfg
         for group in self.opt.param_groups:
-            group["lr"] = lr_at(cfg, self.step) * group.get("lr_scale", 1.0)  # absent in pre-µP checkpoints
+            group["lr"] = lr_at(cfg, self.step, self.cooldown_from) * group.get(
+                "lr_scale", 1.0
+            )  # absent in pre-µP checkpoints
         started = time.perf_counter()
         x, labels = self.batch()
         self.telemetry.add_wait(time.perf_counter() - started)
@@ -279,7 +206,7 @@ class Trainer:
             steps=steps,
             losses=[v[0] for v in values],
             grad_norms=[v[1] for v in values],
-            lrs=[lr_at(self.cfg, s - 1) for s in steps],
+            lrs=[lr_at(self.cfg, s - 1, self.cooldown_from) for s in steps],
             images_per_second=len(values) * self.cfg.batch_size / max(now - self.synced_at, 1e-9),
             hardware=self.telemetry.read(),
         )
@@ -319,6 +246,8 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "step": self.step,
             "ended_early": self.ended_early,
+            "cooldown_from": self.cooldown_from,
+            "continued_from": self.continued_from,
             "losses": list(self.losses),
             "rng": rng_state(self.device, self.generator),
             "history": [to_plain(p) for p in self.history],
@@ -328,15 +257,28 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         if not same_run(state["config"], self.cfg):
             raise ValueError("checkpoint was written by a run with a different configuration; not resuming from it")
+        self.load_training(state)
+        self.ended_early = bool(state.get("ended_early", False))
+        self.cooldown_from, self.continued_from = state.get("cooldown_from"), state.get("continued_from")
+        self.history = [EvalPoint(**{**p, "replayed": True}) for p in state["history"]]
+
+    def continue_state(self, state: dict[str, Any]) -> None:
+        """Take up the branch state of a shorter wsd run of this configuration (only the budget fields
+        may differ) as this longer run's prefix: everything but its evaluation history, for this run
+        is evaluated at its own points. Raises ValueError for another configuration or a state that
+        is past its stable phase."""
+        self.continued_from = check_stable(state, branch_config(state, self.cfg), self.cfg)
+        self.load_training(state)
+
+    def load_training(self, state: dict[str, Any]) -> None:
+        """Weights, their averages, the optimizer, step, recent losses and RNG streams of ``state``."""
         self.model.load_state_dict(state["model"])
         self.ema.load_state_dict(state["ema"])
         if self.power is not None:
             self.power.load_state(state["power_emas"])
         self.opt.load_state_dict(state["optimizer"])
         self.step, self.losses = int(state["step"]), list(state["losses"])
-        self.ended_early = bool(state.get("ended_early", False))
         restore_rng(state["rng"], self.device, self.generator)
-        self.history = [EvalPoint(**{**p, "replayed": True}) for p in state["history"]]
 
 
 def train(
@@ -350,6 +292,9 @@ def train(
     end_early: Callable[[], bool] | None = None,
     checkpoint: Path | None = None,
     snapshot_dir: Path | None = None,
+    branch: Path | None = None,
+    continue_from: Path | None = None,
+    cool_when: Callable[[int], bool] | None = None,
 ) -> TrainResult:
     """Train for ``config.kimg`` thousand images; call ``on_eval`` at each of the K fixed points.
 
@@ -361,81 +306,80 @@ def train(
     ``snapshot_dir`` at ``config.snapshot_steps()`` (a resumed run finds the earlier ones there).
     ``end_early`` is asked after every evaluation point but the last, once it is saved and reported:
     True ends the run there, with that point's weights (a deadline; the result's ``steps`` says where).
+
+    The rest need ``lr_schedule: wsd``. ``branch``: the state at the step where the cooldown starts
+    (the last at full lr) is saved there, for a longer run to continue. ``continue_from``: a run
+    with no checkpoint yet starts from that branch state of a shorter run of this configuration
+    (:meth:`Trainer.continue_state`). ``cool_when`` is asked at every sync of the stable phase with
+    the cooldown's length in steps: True starts the cooldown at once, and the run ends that many
+    steps later (evaluated there too); the checkpoint is saved there, so a resumed run ends there too.
     """
     if config.ema_profiles and snapshot_dir is None:
         raise ValueError("train.ema_profiles is set: pass snapshot_dir, where the post-hoc EMA snapshots go")
+    wsd_only = {"branch": branch, "continue_from": continue_from, "cool_when": cool_when}
+    if config.lr_schedule != "wsd" and (given := [k for k, v in wsd_only.items() if v is not None]):
+        raise ValueError(f"{', '.join(given)} need lr_schedule wsd, got {config.lr_schedule!r}")
     device = resolve_device(config.device)
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         trainer = Trainer(config, data, device)
         log.info("%s", placement_words(trainer.placement, data.nbytes))  # a run's, not each probe's (doctor, plan)
-        if checkpoint is not None and checkpoint.exists():
-            trainer.load_state(load_checkpoint(checkpoint))
-            log.info("resumed from %s at step %d", checkpoint, trainer.step)
+        _start(trainer, checkpoint, continue_from)
         stop = should_stop or (lambda: False)
 
         def save_allowed() -> bool:
             return not stop() and (may_save is None or may_save())
 
         end = end_early or (lambda: False)
+        hooks = Hooks(on_eval, on_sync, stop, save_allowed, end, cool_when, checkpoint, snapshot_dir, branch)
         try:
-            return _run(trainer, on_eval, on_sync, stop, save_allowed, end, checkpoint, snapshot_dir)
+            return _run(trainer, hooks)
         finally:
             trainer.batches.close()
 
 
-def _run(
-    trainer: Trainer,
-    on_eval: OnEval | None,
-    on_sync: OnSync | None,
-    should_stop: Callable[[], bool],
-    may_save: Callable[[], bool],
-    end_early: Callable[[], bool],
-    checkpoint: Path | None,
-    snapshot_dir: Path | None,
-) -> TrainResult:
+def _start(trainer: Trainer, checkpoint: Path | None, continue_from: Path | None) -> None:
+    """Resume from the run's own checkpoint, else continue a shorter run's branch state, if given."""
+    if checkpoint is not None and checkpoint.exists():
+        trainer.load_state(load_checkpoint(checkpoint))
+        log.info("resumed from %s at step %d", checkpoint, trainer.step)
+    elif continue_from is not None:
+        trainer.continue_state(load_checkpoint(continue_from))
+        kimg = trainer.step * trainer.cfg.batch_size / 1000
+        log.info("continued from %s at step %d (%g kimg)", continue_from, trainer.step, kimg)
+
+
+def _run(trainer: Trainer, hooks: Hooks) -> TrainResult:
     cfg = trainer.cfg
     snapshot_at = set(cfg.snapshot_steps())
     for point in trainer.history:
-        if on_eval is not None:
-            on_eval(point, trainer.ema_model)
+        if hooks.on_eval is not None:
+            hooks.on_eval(point, trainer.ema_model)
     start_step, started = trainer.step, time.perf_counter()
     eval_seconds, eval_points = 0.0, 0
-    eval_at = {step: k for k, step in enumerate(cfg.eval_steps(), start=1)}
-    log_every = max(SYNC_EVERY, cfg.total_steps // 20)
     if trainer.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(trainer.device)
     trainer.synced_at = time.perf_counter()
-    while trainer.step < cfg.total_steps and not trainer.ended_early:
-        if should_stop():
+    while trainer.step < trainer.end_step and not trainer.ended_early:
+        if hooks.should_stop():
             raise TrainingStopped(trainer.step)
         trainer.train_step()
-        if trainer.step % SYNC_EVERY == 0 or trainer.step in eval_at or trainer.step == cfg.total_steps:
-            synced = trainer.sync()
-            if synced is not None:
-                if on_sync is not None:
-                    on_sync(synced)
-                if trainer.step // log_every > (synced.steps[0] - 1) // log_every:
-                    log.info("step %d/%d  loss %s", trainer.step, cfg.total_steps, _loss_text(synced.losses))
-        if trainer.step in snapshot_at and trainer.power is not None and snapshot_dir is not None:
-            trainer.power.save_snapshots(snapshot_dir, trainer.step)
-        if trainer.step in eval_at:
-            eval_started = time.perf_counter()
-            point = trainer.evaluate(eval_at[trainer.step])
-            trainer.history.append(point)
-            if checkpoint is not None:
-                if not may_save():
-                    raise TrainingStopped(trainer.step)
-                atomic_save(trainer.state(), checkpoint)
-            if on_eval is not None:
-                on_eval(point, trainer.ema_model)
-            eval_seconds, eval_points = eval_seconds + time.perf_counter() - eval_started, eval_points + 1
-            if trainer.step < cfg.total_steps and end_early():
-                log.info("ended early at evaluation point %d of %d (step %d)", point.index, cfg.num_evals, trainer.step)
-                trainer.ended_early = True
-                if checkpoint is not None:  # a stop before the sweep resumes to the same end, not one interval on
-                    atomic_save(trainer.state(), checkpoint)
-                break
+        eval_at = trainer.eval_points()
+        cooled = _sync(trainer, hooks, at_eval=trainer.step in eval_at)
+        _save_branch_and_snapshots(trainer, hooks, snapshot_at)
+        eval_at = trainer.eval_points()  # a cooldown that started just now moved the end
+        if trainer.step not in eval_at:
+            if cooled:  # where the cooldown started is kept: a resumed run ends where this one does
+                _save(trainer, hooks)
+            continue
+        eval_started = time.perf_counter()
+        point = _evaluate(trainer, hooks, eval_at[trainer.step])
+        eval_seconds, eval_points = eval_seconds + time.perf_counter() - eval_started, eval_points + 1
+        if trainer.step < trainer.end_step and hooks.end_early():
+            log.info("ended early at evaluation point %d of %d (step %d)", point.index, cfg.num_evals, trainer.step)
+            trainer.ended_early = True
+            if hooks.checkpoint is not None:  # a stop before the sweep resumes to the same end, not one interval on
+                atomic_save(trainer.state(), hooks.checkpoint)
     seconds = time.perf_counter() - started
     images = (trainer.step - start_step) * cfg.batch_size
     return TrainResult(
@@ -450,9 +394,67 @@ def _run(
         eval_points=eval_points,
         device=str(trainer.device),
         num_parameters=count_parameters(trainer.model),
-        snapshot_dir=snapshot_dir if cfg.ema_profiles else None,
+        snapshot_dir=hooks.snapshot_dir if cfg.ema_profiles else None,
         hardware=summarise_hardware(trainer.readings, rss_start_mb=trainer.rss_start_mb),
+        continued_from_step=trainer.continued_from,
     )
+
+
+def _sync(trainer: Trainer, hooks: Hooks, *, at_eval: bool) -> bool:
+    """Sync when one is due (every SYNC_EVERY steps, at evaluation points, at the cooldown start and
+    the end); at each regular sync of the stable phase ask ``cool_when``. True: the cooldown starts now."""
+    step, cfg = trainer.step, trainer.cfg
+    regular = step % SYNC_EVERY == 0
+    if not (regular or at_eval or step in (trainer.cooldown_begin, trainer.end_step)):
+        return False
+    synced = trainer.sync()
+    if synced is not None:
+        if hooks.on_sync is not None:
+            hooks.on_sync(synced)
+        log_every = max(SYNC_EVERY, cfg.total_steps // 20)
+        if step // log_every > (synced.steps[0] - 1) // log_every:
+            log.info("step %d/%d  loss %s", step, trainer.end_step, _loss_text(synced.losses))
+    stable = trainer.cooldown_from is None and step < cooldown_start(cfg)
+    if not (regular and stable and hooks.cool_when is not None and hooks.cool_when(cooldown_steps(cfg))):
+        return False
+    trainer.cooldown_from = step
+    log.info(
+        "cooldown starts early at step %d (planned %d): the run ends at step %d",
+        step,
+        cooldown_start(cfg),
+        trainer.end_step,
+    )
+    return True
+
+
+def _save_branch_and_snapshots(trainer: Trainer, hooks: Hooks, snapshot_at: set[int]) -> None:
+    """The branch state at the cooldown's start (the last state at full lr: a longer run continues
+    it); the power EMAs at their snapshot steps and at the run's end, wherever the cooldown put it."""
+    if trainer.step == trainer.cooldown_begin and hooks.branch is not None:
+        if not hooks.may_save():
+            raise TrainingStopped(trainer.step)
+        atomic_save(trainer.state(), hooks.branch)
+        log.info("branch state saved to %s at step %d", hooks.branch, trainer.step)
+    at_snapshot = trainer.step in snapshot_at or trainer.step == trainer.end_step
+    if at_snapshot and trainer.power is not None and hooks.snapshot_dir is not None:
+        trainer.power.save_snapshots(hooks.snapshot_dir, trainer.step)
+
+
+def _evaluate(trainer: Trainer, hooks: Hooks, index: int) -> EvalPoint:
+    """Evaluation point ``index`` at this step: measured, kept, saved, then reported."""
+    point = trainer.evaluate(index)
+    trainer.history.append(point)
+    _save(trainer, hooks)
+    if hooks.on_eval is not None:
+        hooks.on_eval(point, trainer.ema_model)
+    return point
+
+
+def _save(trainer: Trainer, hooks: Hooks) -> None:
+    if hooks.checkpoint is not None:
+        if not hooks.may_save():
+            raise TrainingStopped(trainer.step)
+        atomic_save(trainer.state(), hooks.checkpoint)
 
 
 def _loss_text(losses: list[float]) -> str:
