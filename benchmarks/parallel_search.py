@@ -106,8 +106,8 @@ def simulate(table: Table, spec: Spec, view: View, trials: int, workers: int, sw
         optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec, i), pruner=make_pruner(spec))
         for i in range(workers)
     ]
-    for params in spec.baselines:
-        enqueue_baseline(studies[0], dict(params))
+    for i, params in enumerate(spec.baselines):
+        enqueue_baseline(studies[0], dict(params), name=spec.baseline_name(i))
     events: list[Event] = []
     counter = iter(range(10**9))
     asked = 0

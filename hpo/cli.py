@@ -306,6 +306,14 @@ def run_cmd(
         str,
         typer.Option("--split", help="percent of the budget for the search / the decision; the final run the rest"),
     ] = "50/10",
+    lr_schedule: Annotated[
+        str,
+        typer.Option(
+            "--lr-schedule",
+            help="cosine: every run decays to its end, the final run starts from scratch; wsd: flat, then a "
+            "cooldown, and the final run continues the winner's state (docs/spec.md)",
+        ),
+    ] = "cosine",
 ) -> None:
     """From a folder of images to a trained, exported model within a time budget.
 
@@ -314,7 +322,7 @@ def run_cmd(
     left), its sampling sweep, and the export, with a ledger of planned and spent time per phase. Ctrl-C stops
     it; the same command continues it."""
     from hpo.commands.run import run_budgeted
-    from hpo.run.options import RunOptions
+    from hpo.run.options import RunOptions, parse_schedule
     from hpo.run.split import parse_split
     from hpo.training.runtime import set_threads
 
@@ -323,7 +331,7 @@ def run_cmd(
     opts = RunOptions(
         images=images, budget=budget, out=out, image_size=image_size, storage=storage, workers=workers,
         threads=threads, gpus=gpus, plan_only=plan_only, doctor=not skip_doctor, seed=seed,
-        split=parse_split(split), per_gpu=per_gpu,
+        split=parse_split(split), per_gpu=per_gpu, lr_schedule=parse_schedule(lr_schedule),
     )  # fmt: skip
     run_budgeted(opts)
 

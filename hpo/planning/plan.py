@@ -18,7 +18,7 @@ from hpo.doctor.model_checks import LARGE_NETWORK, saved_bytes, state_bytes
 from hpo.doctor.schedule_checks import supported_kimg
 from hpo.doctor.survey import FolderSurvey
 from hpo.errors import HpoError
-from hpo.spec.config import TrainConfig
+from hpo.spec.config import LrSchedule, TrainConfig
 from hpo.spec.counts import feature_dim
 from hpo.spec.rules import MAX_EXTRAPOLATION, EvalSpacing, min_eval_steps
 from hpo.spec.samplers import SamplerName, Spacing
@@ -131,6 +131,7 @@ class Plan:
     search: SearchPlan
     n_trials: int
     seed: int = 0  # the study sampler's and the trainer's seed (`hpo run --seed`)
+    lr_schedule: LrSchedule = "cosine"  # `hpo run`: wsd, so that its final run continues the winner's state
 
     @property
     def data_bytes(self) -> int:

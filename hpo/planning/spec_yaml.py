@@ -104,11 +104,19 @@ def train(plan: Plan) -> list[str]:
         ("p_uncond", 0.1 if plan.conditional else 0.0, "label dropout that trains the null class for guidance"
          if plan.conditional else "no labels to drop"),
         ("warmup_kimg", warmup_kimg(b.kimg), "learning-rate warm-up: the first 2% of a trial"),
-        ("lr_schedule", "cosine", "decays to lr_floor at the budget's end: short runs rank more like long ones"),
+        ("lr_schedule", plan.lr_schedule, SCHEDULE_WORDS[plan.lr_schedule]),
         ("ema_halflife_kimg", ema_halflife_kimg(b.kimg), "EMA half-life: 1/20 of a trial (the bikes spec's 50/1000)"),
         ("val_images", min(256 if gpu else 128, plan.n_val), "held-out images in the validation metric"),
         *([("seed", plan.seed, "weights, batches and noise of every trial")] if plan.seed else []),
     ])  # fmt: skip
+
+
+SCHEDULE_WORDS = {
+    "cosine": "decays to lr_floor at the budget's end: short runs rank more like long ones",
+    "wsd": "flat, then a cooldown over the last 20 %: the final run continues the winner from before it",
+    "linear": "decays linearly to lr_floor at the budget's end",
+    "constant": "no decay after the warm-up",
+}
 
 
 def _small(x: float) -> float:

@@ -35,6 +35,7 @@ from hpo.records.hardware import (
 from hpo.records.keys import (
     BASELINE_ATTR,
     BASELINE_NAME_ATTR,
+    BRANCH_ATTR,
     BUDGET_KIMG_ATTR,
     CARRIED_ATTR,
     CHECKPOINT_ATTR,
@@ -57,6 +58,7 @@ from hpo.records.keys import (
     HOST_FAULTS_ATTR,
     LADDER,
     LADDER_BY,
+    LINEAGE_ATTR,
     METRIC_NAME_ATTR,
     NOISE_ATTR,
     OOM_BATCH_ATTR,
@@ -120,6 +122,7 @@ from hpo.records.trial import (
 __all__ = [
     "BASELINE_ATTR",
     "BASELINE_NAME_ATTR",
+    "BRANCH_ATTR",
     "BUDGET_KIMG_ATTR",
     "CARRIED_ATTR",
     "CHECKPOINT_ATTR",
@@ -144,6 +147,7 @@ __all__ = [
     "KIMG_KEY",
     "LADDER",
     "LADDER_BY",
+    "LINEAGE_ATTR",
     "METRIC_NAME_ATTR",
     "NOISE_ATTR",
     "OOM_BATCH_ATTR",

@@ -24,6 +24,8 @@ NOISE_ATTR = "fid_noise"  # a trial: that pair's sd estimate (the value's noise)
 # NOISE_ATTR (summary.json files written before 2026-12 kept it there; TrialRecord.curve_noise reads both).
 CURVE_NOISE_ATTR = "curve_noise"
 EMA_SNAPSHOTS_ATTR = "ema_snapshots"
+LINEAGE_ATTR = "lineage"  # wsd: {"continued_from_kimg", "cooldown_kimg"}: what a run continued, where it cooled
+BRANCH_ATTR = "branch"  # wsd: {"path": under the artifact store, "kimg"}: the stable-phase state a longer run continues
 HARDWARE_ATTR = "hardware"
 METRIC_NAME_ATTR = "metric_name"  # the score's name (FID, classifier-FID)
 STATISTIC_ATTR = "statistic"  # what the value is: analysis.sweep.value_statistic (count, features, bias, pick)

@@ -14,6 +14,7 @@ from hpo.records.keys import (
     EMA_SNAPSHOTS_ATTR,
     FLOOR_ATTR,
     HARDWARE_ATTR,
+    LINEAGE_ATTR,
     METRIC_NAME_ATTR,
     SAMPLES_ATTR,
     STATISTIC_ATTR,
@@ -51,6 +52,7 @@ class RunRecord:
     hardware: HardwareSummary | None
     ema_snapshots: EmaSnapshots | None  # None: the EMA length was not swept
     statistic: ValueStatistic  # what the value is (analysis.sweep.value_statistic)
+    lineage: JsonObject | None = None  # wsd: {"continued_from_kimg": kimg or None, "cooldown_kimg": kimg}
 
     def as_attrs(self) -> JsonObject:
         attrs: JsonObject = {
@@ -66,6 +68,8 @@ class RunRecord:
             attrs[HARDWARE_ATTR] = self.hardware.as_dict()
         if self.ema_snapshots is not None:
             attrs[EMA_SNAPSHOTS_ATTR] = self.ema_snapshots.as_dict()
+        if self.lineage is not None:
+            attrs[LINEAGE_ATTR] = self.lineage
         return attrs
 
 

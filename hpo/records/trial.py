@@ -18,6 +18,7 @@ from hpo.records.hardware import HardwareSummary
 from hpo.records.keys import (
     BASELINE_ATTR,
     BASELINE_NAME_ATTR,
+    BRANCH_ATTR,
     BUDGET_KIMG_ATTR,
     CARRIED_ATTR,
     CHECKPOINT_ATTR,
@@ -33,6 +34,7 @@ from hpo.records.keys import (
     GRIDS_ATTR,
     HARDWARE_ATTR,
     HOST_FAULTS_ATTR,
+    LINEAGE_ATTR,
     NOISE_ATTR,
     RAN_ON_ATTR,
     SAMPLES_ATTR,
@@ -217,6 +219,22 @@ class TrialRecord(Stored):
     def samples(self) -> str | None:
         raw = self.attrs.get(SAMPLES_ATTR)
         return str(raw) if raw else None
+
+    @property
+    def lineage(self) -> tuple[float | None, float | None]:
+        """wsd: (the kimg a run continued a shorter run's state from, where its cooldown started)."""
+        raw = as_mapping(self.attrs.get(LINEAGE_ATTR)) or {}
+        return as_number(raw.get("continued_from_kimg")), as_number(raw.get("cooldown_kimg"))
+
+    @property
+    def branch(self) -> tuple[str, float] | None:
+        """(the stable-phase state's path under the artifact store, its kimg): what a longer run of
+        this configuration continues (``lr_schedule: wsd``); None for another schedule."""
+        raw = self.attrs.get(BRANCH_ATTR)
+        if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
+            return None
+        kimg = as_number(raw.get("kimg"))
+        return (raw["path"], kimg) if kimg is not None else None
 
     @property
     def checkpoint(self) -> str | None:

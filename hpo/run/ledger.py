@@ -55,6 +55,8 @@ class Decisions:
     winner_why: str = ""
     final_kimg: float | None = None  # the final run's planned budget
     final_num_evals: int | None = None
+    continued_kimg: float | None = None  # the winner's stable-phase kimg the final run continued (None: from scratch)
+    cooldown_kimg: float | None = None  # where the final run's cooldown started (wsd)
     trained_kimg: float | None = None  # what the final run trained: final_kimg, or less where it was cut
     ended_by: str = ""  # what cut it ("the deadline", "the stop verdict (copying since 12 kimg)"); "" when not
     value: float | None = None  # the final model's score at its best sampling

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from hpo.analysis.tables import duration
+from hpo.errors import HpoError
 from hpo.run.split import Split
 from hpo.service.local import parse_gpus
 from hpo.service.urls import resolve_url
@@ -27,6 +29,19 @@ class RunOptions:
     per_gpu: int = 1  # search workers sharing each GPU, when workers is not given
     seed: int = 0  # the study sampler's and the trainer's seed
     split: Split = field(default_factory=Split)  # shares of search and decision; a new run's plan only
+    lr_schedule: RunSchedule = "cosine"  # wsd: trials keep their stable state, the final run continues the winner's
+
+
+RunSchedule = Literal["cosine", "wsd"]
+RUN_SCHEDULES: tuple[RunSchedule, ...] = ("cosine", "wsd")
+
+
+def parse_schedule(text: str) -> RunSchedule:
+    """``--lr-schedule``: cosine (the default: measured better at equal kimg, docs/benchmarks.md) or wsd."""
+    for name in RUN_SCHEDULES:
+        if text == name:
+            return name
+    raise HpoError(f"--lr-schedule {text!r}: not one of {', '.join(RUN_SCHEDULES)}; give --lr-schedule cosine or wsd")
 
 
 def run_folder(opts: RunOptions) -> Path:
@@ -45,6 +60,7 @@ def command_line(opts: RunOptions, budget_s: float, out: Path) -> str:
         "--per-gpu": None if opts.per_gpu == 1 else opts.per_gpu,
         "--threads": opts.threads, "--gpus": None if opts.gpus == "all" else opts.gpus,
         "--seed": opts.seed or None, "--split": None if opts.split == Split() else opts.split.words(),
+        "--lr-schedule": None if opts.lr_schedule == "cosine" else opts.lr_schedule,
     }  # fmt: skip
     options = "".join(f" {k} {v}" for k, v in given.items() if v is not None)
     skip = "" if opts.doctor else " --skip-doctor"

@@ -76,6 +76,7 @@ def train_scored(
     out: Path,
     watch: SamplingConfig,
     ends: Ends,
+    continue_from: Path | None = None,
 ) -> JsonObject:
     """The shared train-and-score path, with the score, copy share and generalisation gap measured at
     every evaluation point (at ``watch``, one sampling combination); then say when to stop."""
@@ -89,9 +90,11 @@ def train_scored(
     snapshots = out / "ema" if cfg.ema_profiles else None
     progress = WatchedPoints(probe, runs, watch, snapshots, metric, cfg.num_evals)
     end_early = ends.rule(progress.curve, copy_floor_of(probe.floor))
+    lineage = Lineage(continue_from, ends.cool_when()) if cfg.lr_schedule == "wsd" else Lineage()
     scored = _train(
-        cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early
-    )
+        cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early,
+        lineage=lineage,
+    )  # fmt: skip
     _print_sweep(scored, metric, probe.floor, snapshots)
     noise = _score_noise(scored, progress)
     verdict = stop_verdict(
@@ -111,6 +114,14 @@ def train_scored(
     ).as_attrs()  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Lineage:
+    """wsd only: the stable-phase state this run continues (a trial's), and when its cooldown starts."""
+
+    continue_from: Path | None = None
+    cool_when: Callable[[int, int], bool] | None = None
+
+
 def _log_floor(floor: Floor, metric: str) -> None:
     log.info(
         "real held-out images: %s %.4g ± %.2g (%d images), copies %s: the floor",
@@ -128,13 +139,15 @@ def _train(
     progress: WatchedPoints,
     out: Path,
     end_early: Callable[[], bool] | None,
+    lineage: Lineage,
 ) -> Scored:
     """Train (measuring ``progress`` at every evaluation point) and score every combination; a run
     that diverges closes its trackers and stops with advice."""
     try:
         training = functools.partial(
             train, cfg, data, on_eval=progress, on_sync=progress.runs.on_sync, checkpoint=out / "checkpoint.pt",
-            snapshot_dir=progress.snapshots, end_early=end_early,
+            snapshot_dir=progress.snapshots, end_early=end_early, continue_from=lineage.continue_from,
+            cool_when=lineage.cool_when,
         )  # fmt: skip
         return train_and_score(training, data, scorer, combos, sweep)
     except TrainingAborted as err:

@@ -69,12 +69,14 @@ class FinalTrain:
 
     kimg: float
     num_evals: int
+    continued: bool = False  # continues a trial's lineage: its warm-up is the trial's, already trained
 
     def params(self) -> dict[str, float | str]:
         """As the trial's parameters are given: fixed in the exported spec, ``--set`` for the run."""
+        warmup = {} if self.continued else {"warmup_kimg": warmup_kimg(self.kimg)}
         return {
-            "kimg": self.kimg, "num_evals": self.num_evals, "eval_spacing": "even",
-            "warmup_kimg": warmup_kimg(self.kimg), "ema_halflife_kimg": ema_halflife_kimg(self.kimg),
+            "kimg": self.kimg, "num_evals": self.num_evals, "eval_spacing": "even", **warmup,
+            "ema_halflife_kimg": ema_halflife_kimg(self.kimg),
         }  # fmt: skip
 
     def overrides(self) -> list[str]:
@@ -86,7 +88,7 @@ def final_train(decisions: Decisions) -> FinalTrain:
     kimg, num_evals = decisions.final_kimg, decisions.final_num_evals
     if kimg is None or num_evals is None:
         raise HpoError("the ledger holds no final run's budget yet; its final phase plans one when it starts")
-    return FinalTrain(kimg, num_evals)
+    return FinalTrain(kimg, num_evals, continued=decisions.continued_kimg is not None)
 
 
 def what_trained(summary: TrialRecord, planned_kimg: float) -> tuple[float, str]:
@@ -99,4 +101,7 @@ def what_trained(summary: TrialRecord, planned_kimg: float) -> tuple[float, str]
     stop = summary.stop
     if stop is not None and stop.kind == "copying":
         return reached, f"the stop verdict (copying since {stop.since_kimg or 0.0:.3g} kimg)"
+    cooled = summary.lineage[1]
+    if cooled is not None and reached > cooled:  # wsd: cooled from there, never cut at full learning rate
+        return reached, f"the deadline (its cooldown from {cooled:g} kimg)"
     return reached, "the deadline"

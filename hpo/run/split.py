@@ -152,11 +152,12 @@ class Speed:
         return cls(kimg / (seconds - eval_seconds), eval_seconds / eval_points)
 
 
-def final_kimg(*, seconds: float, speed: Speed, points: int, trial_kimg: float) -> float:
-    """The final run's budget: what ``seconds`` buy at the winner's measured speed once its ``points``
-    evaluation points are paid for (a trial has 4, the final run up to 20), never less than the
-    trial's own budget."""
-    return round(max(trial_kimg, (seconds - points * speed.point_seconds) * speed.kimg_per_second), 3)
+def final_kimg(*, seconds: float, speed: Speed, points: int, trial_kimg: float, already: float = 0.0) -> float:
+    """The final run's budget: ``already`` (the kimg of the trial's state it continues) and what
+    ``seconds`` buy at the winner's measured speed once its ``points`` evaluation points are paid for
+    (a trial has 4, the final run up to 20), never less than the trial's own budget."""
+    bought = (seconds - points * speed.point_seconds) * speed.kimg_per_second
+    return round(max(trial_kimg, already + bought), 3)
 
 
 def decide_runs(decide_s: float, complete_s: float, complete: int) -> tuple[int, int]:

@@ -67,11 +67,14 @@ def train_run(
     storage: str | None = None,
     deadline: float | None = None,
     stop_when_copying: bool = False,
+    continue_from: Path | None = None,
 ) -> JsonObject:
     """Train and score one configuration into the run folder ``out`` (checked before anything is loaded);
     with ``deadline`` (``time.time()``), training ends at the last evaluation point before it that
     leaves room for one more interval as long as the last one; with ``stop_when_copying``, at the first
-    point whose curve the stop verdict reads as copying training images."""
+    point whose curve the stop verdict reads as copying training images. ``continue_from`` (``lr_schedule:
+    wsd``): a trial's stable-phase state this run continues instead of starting from scratch; with a
+    deadline, its cooldown starts early enough to end by it."""
     output_folder(out, holds="the run's grids, checkpoint and logs")
     overrides, fixed_sampling = split_overrides(overrides)
     spec, params, known_best = _spec_and_params(spec_path, overrides, source=source, storage=storage)
@@ -88,7 +91,9 @@ def train_run(
     need, what = trial_disk_bytes(cfg, data), "this run's checkpoints"
     require_space(out, need, what)
     try:
-        summary = train_scored(spec, cfg, data, combos=combos, params=params, out=out, watch=watch, ends=ends)
+        summary = train_scored(
+            spec, cfg, data, combos=combos, params=params, out=out, watch=watch, ends=ends, continue_from=continue_from
+        )
         write_output(out / "summary.json", json.dumps(summary, indent=2))
     except Exception as err:  # the checkpoint is written atomically: the same command resumes from it
         if is_disk_full(err):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.analysis.sweep import SweepResult, value_statistic
+from hpo.files import JsonObject
 from hpo.records import PRUNING_METRIC, ComboScore, EmaSnapshots, RunRecord, ValueStatistic
 from hpo.scoring.score import Scorer
 from hpo.scoring.sweep import run_sweep
@@ -50,8 +51,19 @@ class Scored:
             images_per_second=round(result.images_per_second, 1),
             peak_memory_mb=round(result.peak_memory_bytes / 2**20, 1), num_parameters=result.num_parameters,
             hardware=result.hardware,
-            ema_snapshots=self.ema_summary(combos), statistic=self.statistic,
+            ema_snapshots=self.ema_summary(combos), statistic=self.statistic, lineage=self.lineage(),
         )  # fmt: skip
+
+    def lineage(self) -> JsonObject | None:
+        """wsd: the kimg the run continued a shorter run's state from (None: from scratch) and where its
+        cooldown started; None for another schedule."""
+        result = self.result
+        if result.cooldown_from_step is None:
+            return None
+        return {
+            "continued_from_kimg": result.kimg_at(result.continued_from_step),
+            "cooldown_kimg": result.kimg_at(result.cooldown_from_step),
+        }
 
     def tracker_metrics(self, floor: float | None) -> dict[str, float]:
         """The final numbers a run sends to its trackers (TensorBoard, W&B, MLflow), a trial's and

@@ -70,6 +70,11 @@ class StudyContext:
         """Shared by a trial and its retries, so a retry resumes where the lost worker stopped."""
         return self.artifact_dir / "checkpoints" / path_component(self.name) / f"trial-{root}.pt"
 
+    def branch_path(self, root: int) -> Path:
+        """wsd: the stable-phase state of a trial and its retries, kept after it completes for a longer
+        run to continue (``hpo run``'s final run)."""
+        return self.artifact_dir / "checkpoints" / path_component(self.name) / f"trial-{root}-branch.pt"
+
     def snapshot_dir(self, root: int) -> Path:
         """The post-hoc EMA snapshots of a trial and its retries."""
         return self.artifact_dir / "checkpoints" / path_component(self.name) / f"trial-{root}-ema"

@@ -24,6 +24,7 @@ from hpo.analysis.noise import noise_estimates, pair_sd, pooled
 from hpo.diffusion.network import ProtocolError
 from hpo.errors import ConfigError, disk_full_at, is_disk_full, require_space
 from hpo.records import (
+    BRANCH_ATTR,
     BUDGET_KIMG_ATTR,
     CHECKPOINT_ATTR,
     CURVE_ATTR,
@@ -57,6 +58,7 @@ from hpo.spec.sampling import SamplingConfig
 from hpo.tracking.base import RunInfo, Runs
 from hpo.tracking.runs import open_runs
 from hpo.training.checkpoint import trial_disk_bytes
+from hpo.training.lr import cooldown_start
 from hpo.training.model import DiffusionModel
 from hpo.training.refusal import schedule_refusal
 from hpo.training.runtime import release_memory
@@ -112,7 +114,11 @@ def run_objective(
     need = trial_disk_bytes(cfg, ctx.data)  # checked before any training: a full disk costs no trial
     require_space(ctx.artifact_dir, need, "this trial's checkpoints")
     root = ctx.trial_root(trial)
-    files = TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root) if cfg.ema_profiles else None)
+    files = TrialFiles(
+        ctx.checkpoint_path(root),
+        ctx.snapshot_dir(root) if cfg.ema_profiles else None,
+        ctx.branch_path(root) if cfg.lr_schedule == "wsd" else None,
+    )
     runs = open_runs(
         ctx.spec.tracking,
         RunInfo(ctx.name, root, params),
@@ -137,14 +143,23 @@ def run_objective(
     finally:
         runs.close()
     files.checkpoint.unlink(missing_ok=True)  # the EMA weights are an artifact now
+    _keep_branch(trial, ctx, cfg, files)
     record = TrialRecord.of(trial)
     summary = record.ema_snapshots
     if summary is not None:  # baselines and each new best (their score was repeated) keep their snapshots
         kept = record.repeated
         trial.set_user_attr(EMA_SNAPSHOTS_ATTR, replace(summary, kept=kept).as_dict())
         if not kept:
-            files.remove()
+            files.remove_snapshots()
     return value
+
+
+def _keep_branch(trial: optuna.Trial, ctx: StudyContext, cfg: TrainConfig, files: TrialFiles) -> None:
+    """wsd: say where the trial's stable-phase state is, for a longer run to continue its lineage."""
+    if files.branch is not None and files.branch.exists():
+        kimg = cooldown_start(cfg) * cfg.batch_size / 1000
+        path = files.branch.relative_to(ctx.artifact_dir).as_posix()
+        trial.set_user_attr(BRANCH_ATTR, {"path": path, "kimg": kimg})
 
 
 def _nothing(trial: optuna.Trial, point: EvalPoint) -> None:
@@ -167,9 +182,15 @@ class TrialFiles:
 
     checkpoint: Path
     snapshots: Path | None
+    branch: Path | None = None  # wsd: the stable-phase state, kept when the trial completes
 
     def remove(self) -> None:
         self.checkpoint.unlink(missing_ok=True)
+        if self.branch is not None:
+            self.branch.unlink(missing_ok=True)
+        self.remove_snapshots()
+
+    def remove_snapshots(self) -> None:
         if self.snapshots is not None:
             shutil.rmtree(self.snapshots, ignore_errors=True)
 
@@ -225,6 +246,7 @@ def _train_and_score(
             may_save=lambda: storage.still_owned(trial_id(trial)),
             checkpoint=files.checkpoint,
             snapshot_dir=files.snapshots,
+            branch=files.branch,
         )
         return train_and_score(
             training, ctx.data, ctx.get_scorer(), combos, ctx.spec.sampling, known=known, on_score=on_score

@@ -342,7 +342,7 @@ def drop_checkpoints(ctx: StudyContext, trials: list[optuna.trial.FrozenTrial]) 
     them to the next step)."""
     for t in trials:
         root = root_number(t)
-        TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root)).remove()
+        TrialFiles(ctx.checkpoint_path(root), ctx.snapshot_dir(root), ctx.branch_path(root)).remove()
 
 
 def in_objective(frame: FrameType | None) -> bool:

@@ -22,8 +22,11 @@ def atomic_save(obj: object, path: Path) -> None:
     atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+State = dict[str, Any]  # a trainer's state: tensors, state dicts, numbers and lists (torch.load's honest type)
+
+
+def load_checkpoint(path: Path) -> State:
+    state: State = torch.load(path, map_location="cpu", weights_only=True)
     return state
 
 
@@ -43,10 +46,10 @@ def restore_rng(state: dict[str, torch.Tensor], device: torch.device, generator:
 
 def trial_disk_bytes(cfg: TrainConfig, data: ImageData) -> int:
     """What a trial of ``cfg`` writes beside its database and artifacts, at its largest: a checkpoint being
-    replaced (old and new side by side until the rename) and every post-hoc EMA snapshot. A checkpoint
-    holds the weights, their EMA, Adam's two moments and one copy per EMA profile (float32); a snapshot
-    one fp16 copy per profile. Counted on a network built on the meta device (no memory, no time); 0 for
-    a network that cannot be built (training then fails with the reason)."""
+    replaced (old and new side by side until the rename), the wsd branch state (one more checkpoint)
+    and every post-hoc EMA snapshot. A checkpoint holds the weights, their EMA, Adam's two moments and
+    one copy per EMA profile (float32); a snapshot one fp16 copy per profile. Counted on a network built
+    on the meta device (no memory, no time); 0 for a network that cannot be built (training then says why)."""
     from hpo.training.model import build_network  # model imports data and the networks: only when asked
 
     try:
@@ -61,4 +64,5 @@ def trial_disk_bytes(cfg: TrainConfig, data: ImageData) -> int:
     profiles = len(cfg.ema_profiles)
     checkpoint = weights * (4 + profiles)
     snapshots = weights // 2 * profiles * (cfg.ema_snapshots if profiles else 0)
-    return 2 * checkpoint + snapshots
+    branch = checkpoint if cfg.lr_schedule == "wsd" else 0  # the stable-phase state a longer run continues
+    return 2 * checkpoint + branch + snapshots

@@ -69,6 +69,11 @@ class TrainResult:
     snapshot_dir: Path | None = None  # the post-hoc EMA snapshots (with train.ema_profiles)
     hardware: HardwareSummary | None = None  # the run's hardware readings in a few numbers
     continued_from_step: int | None = None  # continued a shorter run's branch state from this step
+    cooldown_from_step: int | None = None  # wsd: where its cooldown started (planned or early)
+
+    def kimg_at(self, step: int | None) -> float | None:
+        """``step`` in thousands of images (None stays None)."""
+        return None if step is None or self.steps == 0 else round(step * self.images_seen / self.steps / 1000, 3)
 
 
 OnEval = Callable[[EvalPoint, DiffusionModel], None]  # (the point, the EMA network in eval mode)
@@ -97,7 +102,7 @@ class Hooks:
     should_stop: Callable[[], bool]
     may_save: Callable[[], bool]  # asked before every save: False stops the run
     end_early: Callable[[], bool]
-    cool_when: Callable[[int], bool] | None
+    cool_when: Callable[[int, int], bool] | None
     checkpoint: Path | None
     snapshot_dir: Path | None
     branch: Path | None

@@ -3,11 +3,10 @@ state of a shorter ``wsd`` run of the same configuration, which it continues as 
 
 from __future__ import annotations
 
-from typing import Any
-
 from hpo.files import JsonObject
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
+from hpo.training.checkpoint import State
 from hpo.training.lr import cooldown_start
 
 # Config fields added after checkpoints were written, with the value those runs had: a checkpoint
@@ -36,7 +35,7 @@ def same_run(written: JsonObject, cfg: TrainConfig) -> bool:
     return not differing_fields(written, cfg)
 
 
-def branch_config(state: dict[str, Any], cfg: TrainConfig) -> TrainConfig:
+def branch_config(state: State, cfg: TrainConfig) -> TrainConfig:
     """The configuration of the shorter run that wrote branch ``state``, checked for ``cfg`` to
     continue it: the same but for the budget fields. Raises ValueError, in one line, otherwise."""
     if cfg.lr_schedule != "wsd":
@@ -52,7 +51,7 @@ def branch_config(state: dict[str, Any], cfg: TrainConfig) -> TrainConfig:
     return cfg.replace(**{k: stored[k] for k in BUDGET_FIELDS})
 
 
-def check_stable(state: dict[str, Any], written_by: TrainConfig, cfg: TrainConfig) -> int:
+def check_stable(state: State, written_by: TrainConfig, cfg: TrainConfig) -> int:
     """The step of branch ``state``, which must be a stable-phase state: no step of it cooled down
     (its step is at most its own cooldown start) and none of this run's would have by then."""
     step = int(state["step"])

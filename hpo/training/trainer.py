@@ -22,7 +22,7 @@ from hpo.diffusion.schedule import NoiseSchedule
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
 from hpo.training.batches import BatchSource, placement, placement_words
-from hpo.training.checkpoint import atomic_save, load_checkpoint, restore_rng, rng_state
+from hpo.training.checkpoint import State, atomic_save, load_checkpoint, restore_rng, rng_state
 from hpo.training.data import ImageData, to_model_range
 from hpo.training.events import SYNC_EVERY, Hooks, check_losses
 from hpo.training.events import EvalPoint as EvalPoint
@@ -238,7 +238,7 @@ class Trainer:
         metrics["train_loss"] = statistics.fmean(recent) if recent else float("nan")
         return EvalPoint(index, self.step, self.step * self.cfg.batch_size / 1000.0, metrics)
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> State:
         return {
             "model": self.model.state_dict(),
             "ema": self.ema.state_dict(),
@@ -254,7 +254,7 @@ class Trainer:
             "config": to_plain(self.cfg),
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
+    def load_state(self, state: State) -> None:
         if not same_run(state["config"], self.cfg):
             raise ValueError("checkpoint was written by a run with a different configuration; not resuming from it")
         self.load_training(state)
@@ -262,7 +262,7 @@ class Trainer:
         self.cooldown_from, self.continued_from = state.get("cooldown_from"), state.get("continued_from")
         self.history = [EvalPoint(**{**p, "replayed": True}) for p in state["history"]]
 
-    def continue_state(self, state: dict[str, Any]) -> None:
+    def continue_state(self, state: State) -> None:
         """Take up the branch state of a shorter wsd run of this configuration (only the budget fields
         may differ) as this longer run's prefix: everything but its evaluation history, for this run
         is evaluated at its own points. Raises ValueError for another configuration or a state that
@@ -270,7 +270,7 @@ class Trainer:
         self.continued_from = check_stable(state, branch_config(state, self.cfg), self.cfg)
         self.load_training(state)
 
-    def load_training(self, state: dict[str, Any]) -> None:
+    def load_training(self, state: State) -> None:
         """Weights, their averages, the optimizer, step, recent losses and RNG streams of ``state``."""
         self.model.load_state_dict(state["model"])
         self.ema.load_state_dict(state["ema"])
@@ -294,7 +294,7 @@ def train(
     snapshot_dir: Path | None = None,
     branch: Path | None = None,
     continue_from: Path | None = None,
-    cool_when: Callable[[int], bool] | None = None,
+    cool_when: Callable[[int, int], bool] | None = None,
 ) -> TrainResult:
     """Train for ``config.kimg`` thousand images; call ``on_eval`` at each of the K fixed points.
 
@@ -311,7 +311,7 @@ def train(
     (the last at full lr) is saved there, for a longer run to continue. ``continue_from``: a run
     with no checkpoint yet starts from that branch state of a shorter run of this configuration
     (:meth:`Trainer.continue_state`). ``cool_when`` is asked at every sync of the stable phase with
-    the cooldown's length in steps: True starts the cooldown at once, and the run ends that many
+    the step and the cooldown's length in steps: True starts the cooldown at once, and the run ends that many
     steps later (evaluated there too); the checkpoint is saved there, so a resumed run ends there too.
     """
     if config.ema_profiles and snapshot_dir is None:
@@ -397,6 +397,7 @@ def _run(trainer: Trainer, hooks: Hooks) -> TrainResult:
         snapshot_dir=hooks.snapshot_dir if cfg.ema_profiles else None,
         hardware=summarise_hardware(trainer.readings, rss_start_mb=trainer.rss_start_mb),
         continued_from_step=trainer.continued_from,
+        cooldown_from_step=trainer.cooldown_begin,
     )
 
 
@@ -415,7 +416,7 @@ def _sync(trainer: Trainer, hooks: Hooks, *, at_eval: bool) -> bool:
         if step // log_every > (synced.steps[0] - 1) // log_every:
             log.info("step %d/%d  loss %s", step, trainer.end_step, _loss_text(synced.losses))
     stable = trainer.cooldown_from is None and step < cooldown_start(cfg)
-    if not (regular and stable and hooks.cool_when is not None and hooks.cool_when(cooldown_steps(cfg))):
+    if not (regular and stable and hooks.cool_when is not None and hooks.cool_when(step, cooldown_steps(cfg))):
         return False
     trainer.cooldown_from = step
     log.info(

@@ -148,3 +148,19 @@ def test_a_split_that_leaves_no_final_run_is_one_line_and_creates_nothing(images
     code, _, err = hpo_run(str(images), "--budget", "8h", "-o", str(tmp_path / "out"), "--split", "60/30")
     one_line_error(code, err, "--split '60/30'", "e.g. --split 50/10")
     assert not (tmp_path / "out").exists()
+
+
+def test_plan_only_with_wsd_says_when_runs_cool_down_and_that_the_final_run_continues_the_winner(
+    images: Path, tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = hpo_run(str(images), "--budget", "8h", "-o", str(out_dir), "--plan-only", "--lr-schedule", "wsd")
+    assert code == 0, err
+    assert "lr: warm-up, flat, then a cooldown over the last 20%: a trial cools from" in out, out
+    assert "the final run continues the winner's state at" in out and "never cut at full lr" in out
+    assert f"run it: hpo run {images} --budget 8h00m -o {out_dir} --lr-schedule wsd" in out
+    code, out, err = hpo_run(str(images), "--budget", "8h", "-o", str(out_dir), "--plan-only")
+    assert code == 0 and "decay to the floor at each run's end; the final run trains the winner from scratch" in out
+    code, _, err = hpo_run(str(images), "--budget", "8h", "-o", str(out_dir), "--lr-schedule", "step")
+    one_line_error(code, err, "--lr-schedule 'step'", "give --lr-schedule cosine or wsd")
+    assert not out_dir.exists()

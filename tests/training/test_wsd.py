@@ -154,10 +154,10 @@ class CoolAtFourthSync:
     """A ``cool_when`` that starts the cooldown at the fourth sync of the stable phase (step 32)."""
 
     def __init__(self) -> None:
-        self.asked: list[int] = []
+        self.asked: list[tuple[int, int]] = []
 
-    def __call__(self, steps: int) -> bool:
-        self.asked.append(steps)
+    def __call__(self, step: int, steps: int) -> bool:
+        self.asked.append((step, steps))
         return len(self.asked) == 4
 
 
@@ -165,7 +165,7 @@ def saved_cooldown(cool: CoolAtFourthSync, ckpt: Path) -> bool:
     return len(cool.asked) == 4 and saved(ckpt)["cooldown_from"] is not None
 
 
-def never_asked(steps: int) -> bool:
+def never_asked(step: int, steps: int) -> bool:
     raise AssertionError("cool_when was asked in the cooldown")
 
 
@@ -176,7 +176,7 @@ def test_a_run_killed_in_an_early_cooldown_resumes_to_the_uninterrupted_runs_wei
     cfg = wsd(ema_profiles=())
     whole, cool = tmp_path / "whole.pt", CoolAtFourthSync()
     uninterrupted = train(cfg, digits8, checkpoint=whole, cool_when=cool)
-    assert cool.asked == [20] * 4  # asked with the cooldown's length at steps 8, 16, 24, 32, then no more
+    assert cool.asked == [(8, 20), (16, 20), (24, 20), (32, 20)]  # the step and the cooldown's length, then no more
     assert uninterrupted.steps == 32 + 20  # the cooldown from step 32, as long as planned
     assert [(p.index, p.step) for p in uninterrupted.history] == [(1, 25), (2, 50), (3, 52)]  # and its end
 
@@ -213,4 +213,4 @@ def test_a_checkpoint_written_before_the_cooldown_fields_existed_still_resumes(
 
 def test_the_wsd_only_arguments_are_refused_for_another_schedule(digits8: ImageData, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="branch, cool_when need lr_schedule wsd, got 'cosine'"):
-        train(tiny_config(), digits8, branch=tmp_path / "b.pt", cool_when=lambda n: False)
+        train(tiny_config(), digits8, branch=tmp_path / "b.pt", cool_when=lambda step, n: False)

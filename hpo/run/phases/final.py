@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import optuna
 
@@ -27,13 +28,25 @@ def final_plan(run: Run, study: optuna.Study) -> None:
     trial = study.trials[decisions.winner or 0]
     record = TrialRecord.of(trial)
     kimg = record.budget_kimg or run_spec(run).train.kimg
+    branch = lineage_of(run, record)
+    decisions.continued_kimg = branch[1] if branch is not None else None
     ledger.phase("sweep").planned_s = round(SWEEP_MARGIN * record.score_seconds, 1)
     seconds = ledger.left() - ledger.planned_after("final")
     ledger.phase("final").planned_s = round(seconds, 1)
     speed = final_speed(record)
     decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s, speed.point_seconds)
-    decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=decisions.final_num_evals, trial_kimg=kimg)
+    decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=decisions.final_num_evals, trial_kimg=kimg,
+                                      already=decisions.continued_kimg or 0.0)  # fmt: skip
     run.save()
+
+
+def lineage_of(run: Run, record: TrialRecord) -> tuple[Path, float] | None:
+    """The winner's stable-phase state (its path, its kimg) when it kept one (``lr_schedule: wsd``) and
+    it is on this host: the final run continues it; else None, and the final run starts from scratch."""
+    branch = record.branch
+    if branch is None or not (run.artifacts / branch[0]).exists():
+        return None
+    return run.artifacts / branch[0], branch[1]
 
 
 def summary_of(run: Run) -> TrialRecord:
@@ -48,12 +61,17 @@ def final(run: Run) -> None:
     run.start("final")
     if decisions.final_kimg is None:
         final_plan(run, study)
-    print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg, {decisions.final_num_evals} "
+    branch = lineage_of(run, TrialRecord.of(study.trials[decisions.winner or 0]))
+    start = (f"continuing its {decisions.continued_kimg:g} kimg" if decisions.continued_kimg is not None
+             else "from scratch")  # fmt: skip
+    print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg ({start}), {decisions.final_num_evals} "
           f"checkpoints, for ~{duration(ledger.phase('final').planned_s)}")  # fmt: skip
     fixed = final_train(decisions)
     deadline = time.time() + ledger.left() - ledger.planned_after("final")
+    continue_from = branch[0] if branch is not None and decisions.continued_kimg is not None else None
     summary_json = train_run(None, fixed.overrides(), run.out / FINAL, source=f"{study.study_name}:{decisions.winner}",
-                             storage=run.url, deadline=deadline, stop_when_copying=True)  # fmt: skip
+                             storage=run.url, deadline=deadline, stop_when_copying=True,
+                             continue_from=continue_from)  # fmt: skip
     print(json.dumps(summary_json))
     summary = summary_of(run)
     ledger.tick()
@@ -65,6 +83,7 @@ def final(run: Run) -> None:
     decisions.floor = summary.floor.score if summary.floor is not None else float("nan")
     decisions.stop = summary.stop.text if summary.stop is not None else ""
     decisions.bigger = bigger_budget(summary, decisions.metric)
+    decisions.cooldown_kimg = summary.lineage[1]
     stop_kind = summary.stop.kind if summary.stop is not None else ""
     ledger.finish("final", note=f"#{decisions.winner} {decisions.trained()}; stop verdict: {stop_kind}")
     words = summary.sampling.words if summary.sampling else "?"

@@ -22,6 +22,7 @@ from hpo.run.sizing import PREFLIGHT_SECONDS, plan_planned, sized_plan
 from hpo.run.split import Costs, SearchBudget, plan_search
 from hpo.run.state import SPEC_FILE, new_ledger
 from hpo.scoring.weights import weights_present
+from hpo.spec.config import LrSchedule, TrainConfig
 from hpo.spec.loading import load_spec
 from hpo.spec.rules import check_study_name, min_eval_steps
 from hpo.spec.spec import Spec
@@ -68,7 +69,7 @@ def measure(spec: Spec, plan: Plan) -> Costs:
 def make_plan(opts: RunOptions, budget_s: float, spent_s: float) -> SizedPlan:
     """Plan, time a trial of the planned spec, size the search to the budget; the sized spec's text
     (loaded and validated, written nowhere). Refused in one line when the budget is below the minimum."""
-    plan = dataclasses.replace(first_plan(opts), seed=opts.seed)
+    plan = dataclasses.replace(first_plan(opts), seed=opts.seed, lr_schedule=opts.lr_schedule)
     data_path = str(opts.images.resolve())
     with tempfile.TemporaryDirectory() as tmp:
         path = write_output(Path(tmp) / SPEC_FILE, plan_yaml(plan, data_path))
@@ -95,9 +96,27 @@ def plan_lines(sized: SizedPlan, ledger: Ledger) -> list[str]:
         f"sampling sweep); {search.n_trials} trials at most",
         f"  the final run: ~{plan.budget.target_kimg:g} kimg in {duration(search.shares.final_s)}, re-planned from "
         "the winner's measured speed",
+        f"  {schedule_words(plan.lr_schedule, trial.kimg, plan.budget.target_kimg)}",
         f"  {plan.data_words()}",
         *ledger.lines(),
     ]
+
+
+def schedule_words(schedule: LrSchedule, trial_kimg: float, final_kimg: float) -> str:
+    """When each run cools down, and what the final run continues (``--lr-schedule``)."""
+    if schedule != "wsd":
+        return (
+            f"lr: warm-up, then {schedule} decay to the floor at each run's end; the final run trains the winner "
+            "from scratch; comparisons are made at the trial budget"
+        )
+    share = TrainConfig.cooldown_share
+    stable = round(trial_kimg * (1 - share), 3)
+    return (
+        f"lr: warm-up, flat, then a cooldown over the last {share:.0%}: a trial cools from {stable:g} kimg, and "
+        f"the final run continues the winner's state at {stable:g} kimg and cools from "
+        f"~{final_kimg * (1 - share):.3g} kimg, earlier if its deadline comes sooner (it is never cut at full lr); "
+        "comparisons are made at the trial budget"
+    )
 
 
 def plan_run(opts: RunOptions, budget_s: float) -> PlannedRun:
