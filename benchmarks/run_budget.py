@@ -9,7 +9,7 @@ the machine alike):
 - ``default``: the quickstart study's winner (lr 5.2e-3, batch 32, T = 1000, linear), no search;
 - ``run``: `hpo run FOLDER --budget B --workers 1 --threads 1` at the default split (recorded under
   its name, e.g. ``run-50/10``: 50 % of the budget to the search, 10 % to the decision);
-  ``run-25/10``-style arms at another split.
+  ``run-25/10``-style arms at another split; ``run-wsd`` (``run-50/10-wsd``) with ``--lr-schedule wsd``.
 
 Each arm's model is scored the same way: classifier-FID of 2 048 samples at the arm's own best sampling
 combination, drawn twice with disjoint noise (seeds 0 and 1). ``--seed`` is the training seed (and the
@@ -114,9 +114,12 @@ def export_train(run: Path, spec_path: Path, params: dict[str, Any], out: Path) 
 
 
 def run_arm(arm: str, folder: Path, budget_s: float, work: Path, seed: int) -> Path:
-    split = arm.removeprefix("run-")
+    """``run-SEARCH/DECIDE`` (cosine, the default), or ``run-SEARCH/DECIDE-wsd`` (`--lr-schedule wsd`:
+    the final run continues the winner's stable-phase state)."""
+    split, _, schedule = arm.removeprefix("run-").partition("-")
     hpo("run", str(folder), "--budget", duration(budget_s), "-o", str(work / "run"), "--image-size", "16",
-        "--threads", "1", "--workers", "1", "--seed", str(seed), "--split", split, log=work / "log.txt")  # fmt: skip
+        "--threads", "1", "--workers", "1", "--seed", str(seed), "--split", split,
+        "--lr-schedule", schedule or "cosine", log=work / "log.txt")  # fmt: skip
     return work / "run" / "model"
 
 
@@ -250,7 +253,7 @@ def table() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", choices=("digits", "shapes", "photos"), default="digits")
+    parser.add_argument("--dataset", choices=("digits", "shapes", "photos", "stills"), default="digits")
     parser.add_argument("--budget", default="10m")
     parser.add_argument("--arms", default="hand,default,run")
     parser.add_argument("--seed", type=int, default=0)
@@ -260,9 +263,10 @@ def main() -> None:
         print(table())
         return
     for arm in args.arms.split(","):
-        arm = f"run-{Split().words()}" if arm == "run" else arm  # records name the split they ran
+        if arm in ("run", "run-wsd"):  # records name the split they ran
+            arm = f"run-{Split().words()}{arm.removeprefix('run')}"
         if arm not in ARMS and not arm.startswith("run-"):
-            raise SystemExit(f"unknown arm {arm!r}; expected hand, default, run or run-SEARCH/DECIDE")
+            raise SystemExit(f"unknown arm {arm!r}; expected hand, default, run, run-wsd or run-SEARCH/DECIDE[-wsd]")
         measure(args.dataset, arm, parse_budget(args.budget), args.seed)
 
 
