@@ -24,6 +24,10 @@ class Deadline:
         interval, self.last = now - self.last, now
         return now + interval > self.at
 
+    def passed(self) -> bool:
+        """The deadline itself: a wsd run's cooldown clock plans its end, so only a late one is cut."""
+        return time.time() > self.at
+
 
 @dataclass
 class CooldownClock:
@@ -52,14 +56,19 @@ class Ends:
     deadline: Deadline | None = None
     when_copying: bool = False
 
-    def rule(self, curve: dict[str, dict[str, float]], copy_floor: float | None) -> Callable[[], bool] | None:
-        """The trainer's ``end_early`` over the run's ``curve`` as it grows."""
+    def rule(
+        self, curve: dict[str, dict[str, float]], copy_floor: float | None, *, cooled: bool = False
+    ) -> Callable[[], bool] | None:
+        """The trainer's ``end_early`` over the run's ``curve`` as it grows; ``cooled`` (a wsd run, whose
+        cooldown :class:`CooldownClock` starts so that it ends by the deadline): only a run that is late
+        anyway is cut, not one whose next interval would pass the deadline."""
         if self.deadline is None and not self.when_copying:
             return None
         deadline = self.deadline
 
         def end() -> bool:
-            passed = deadline is not None and deadline()  # asked at every point: it times the intervals
+            # asked at every point: an interval deadline times the intervals
+            passed = deadline is not None and (deadline.passed() if cooled else deadline())
             return passed or (self.when_copying and copying(curve, copy_floor))
 
         return end

@@ -89,7 +89,7 @@ def train_scored(
     _log_floor(probe.floor, metric)
     snapshots = out / "ema" if cfg.ema_profiles else None
     progress = WatchedPoints(probe, runs, watch, snapshots, metric, cfg.num_evals)
-    end_early = ends.rule(progress.curve, copy_floor_of(probe.floor))
+    end_early = ends.rule(progress.curve, copy_floor_of(probe.floor), cooled=cfg.lr_schedule == "wsd")
     lineage = Lineage(continue_from, ends.cool_when()) if cfg.lr_schedule == "wsd" else Lineage()
     scored = _train(
         cfg, data, spec.sampling, scorer=scorer, combos=combos, progress=progress, out=out, end_early=end_early,
@@ -112,6 +112,9 @@ def train_scored(
         curve_noise=noise, floor=probe.floor.record(), stop=verdict, samples=str(grid),
         tensorboard=str(out / "tensorboard"),
     ).as_attrs()  # fmt: skip
+
+
+CHECKPOINT = "checkpoint.pt"  # in the run's folder: the same command resumes from it
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def _train(
     that diverges closes its trackers and stops with advice."""
     try:
         training = functools.partial(
-            train, cfg, data, on_eval=progress, on_sync=progress.runs.on_sync, checkpoint=out / "checkpoint.pt",
+            train, cfg, data, on_eval=progress, on_sync=progress.runs.on_sync, checkpoint=out / CHECKPOINT,
             snapshot_dir=progress.snapshots, end_early=end_early, continue_from=lineage.continue_from,
             cool_when=lineage.cool_when,
         )  # fmt: skip

@@ -3,6 +3,8 @@ state of a shorter ``wsd`` run of the same configuration, which it continues as 
 
 from __future__ import annotations
 
+import torch
+
 from hpo.files import JsonObject
 from hpo.spec.config import TrainConfig
 from hpo.spec.typed import to_plain
@@ -25,9 +27,17 @@ def differing_fields(written: JsonObject, cfg: TrainConfig) -> set[str]:
     resumes cuda:0's)."""
     stored, mine = {**ADDED_SINCE, **written}, to_plain(cfg)
     differ = {k for k in stored.keys() | mine.keys() if stored.get(k) != mine.get(k)}
-    if str(stored.get(DEVICE_FIELD)).split(":")[0] == cfg.device.split(":")[0]:
+    if device_kind(str(stored.get(DEVICE_FIELD))) == device_kind(cfg.device):
         differ.discard(DEVICE_FIELD)
     return differ
+
+
+def device_kind(name: str) -> str:
+    """``cuda`` or ``cpu``: ``auto`` as it resolves here (a worker stores the device it resolved, an
+    ``hpo train`` run the spec's ``auto``), ``cuda:1`` as ``cuda``."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name.split(":")[0]
 
 
 def same_run(written: JsonObject, cfg: TrainConfig) -> bool:

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import torch
 
 from hpo.records import TrialRecord
 from hpo.run import ends as ends_module
@@ -100,3 +101,38 @@ def test_an_hpo_run_plan_says_when_each_run_cools_down_and_that_the_final_run_co
     words = schedule_words("wsd", 2.0, 20.0)
     assert "a trial cools from 1.6 kimg" in words and "continues the winner's state at 1.6 kimg" in words
     assert "cools from ~16 kimg" in words and "never cut at full lr" in words
+
+
+def test_a_continued_run_spreads_its_points_so_the_planned_count_falls_after_the_state_it_continues() -> None:
+    from hpo.run.phases.final import spread_points
+
+    assert spread_points(4, 10.0, 0.0) == 4
+    assert spread_points(4, 10.0, 5.0) == 8  # points at every 1.25 kimg: 4 of them after 5 kimg
+    assert spread_points(4, 3.0, 2.4) == 20
+
+
+def test_a_workers_resolved_device_continues_under_a_specs_auto() -> None:
+    """A worker stores the device it resolved (``cpu``); the final run's spec says ``auto``."""
+    from hpo.spec.typed import to_plain
+    from hpo.training.lineage import differing_fields
+    from tests.conftest import tiny_config
+
+    written = to_plain(tiny_config(device="cpu", lr_schedule="wsd"))
+    here = "cuda" if torch.cuda.is_available() else "cpu"
+    assert differing_fields(written, tiny_config(device="auto", lr_schedule="wsd")) == (
+        set() if here == "cpu" else {"device"}
+    )
+
+
+def test_a_wsd_runs_deadline_cuts_only_a_late_run_not_one_whose_next_interval_would_pass_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(ends_module.time, "time", lambda: now[0])
+    ends = Ends(Deadline(1100.0, last=1000.0))
+    cosine, wsd = ends.rule({}, None), ends.rule({}, None, cooled=True)
+    assert cosine is not None and wsd is not None
+    now[0] = 1060.0
+    assert cosine() and not wsd()  # one more 60 s interval would pass the deadline: only cosine stops
+    now[0] = 1101.0
+    assert wsd()

@@ -4,6 +4,7 @@ that is left, resumed from its checkpoint after a stop; its sweep is the final s
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hpo.analysis.noise import Noise
 from hpo.analysis.stopping import forecast, points_from_curve
 from hpo.analysis.tables import duration
 from hpo.records import TrialRecord
+from hpo.run.scored_run import CHECKPOINT
 from hpo.run.sizing import final_speed, final_train, what_trained
 from hpo.run.split import SWEEP_MARGIN, final_kimg, final_num_evals
 from hpo.run.state import FINAL, Run, publish, run_spec, search_study
@@ -34,10 +36,36 @@ def final_plan(run: Run, study: optuna.Study) -> None:
     seconds = ledger.left() - ledger.planned_after("final")
     ledger.phase("final").planned_s = round(seconds, 1)
     speed = final_speed(record)
-    decisions.final_num_evals = final_num_evals(seconds, ledger.budget_s, speed.point_seconds)
-    decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=decisions.final_num_evals, trial_kimg=kimg,
+    points = final_num_evals(seconds, ledger.budget_s, speed.point_seconds)
+    decisions.final_kimg = final_kimg(seconds=seconds, speed=speed, points=points, trial_kimg=kimg,
                                       already=decisions.continued_kimg or 0.0)  # fmt: skip
+    decisions.final_num_evals = spread_points(points, decisions.final_kimg, decisions.continued_kimg or 0.0)
     run.save()
+
+
+def spread_points(points: int, kimg: float, already: float) -> int:
+    """Evaluation points over the whole of a run of ``kimg`` (they are evenly spaced) such that ``points``
+    of them fall after the ``already`` trained kimg it continues: the ones before it are not run."""
+    return math.ceil(points * kimg / (kimg - already)) if kimg > already else points
+
+
+def replan_without_branch(run: Run, study: optuna.Study) -> None:
+    """A final run planned on a branch state that is gone (removed between a stop and the re-run) and
+    that has no checkpoint of its own yet is planned again, from scratch, rather than trained short."""
+    decisions = run.ledger.decisions
+    if decisions.continued_kimg is None or (run.out / FINAL / CHECKPOINT).exists():
+        return
+    if lineage_of(run, TrialRecord.of(study.trials[decisions.winner or 0])) is None:
+        print(f"[final] the winner's state at {decisions.continued_kimg:g} kimg is gone: planning the final run again")
+        decisions.final_kimg = decisions.continued_kimg = None
+
+
+def drop_other_branches(run: Run, keep: Path | None) -> None:
+    """The stable-phase states the final run does not continue (every other trial's, the decision's
+    retrainings'): nothing else continues them, and each is a checkpoint's size on disk."""
+    for path in (run.artifacts / "checkpoints").glob("*/trial-*-branch.pt"):
+        if keep is None or path != keep:
+            path.unlink(missing_ok=True)
 
 
 def lineage_of(run: Run, record: TrialRecord) -> tuple[Path, float] | None:
@@ -59,9 +87,11 @@ def final(run: Run) -> None:
     study, _ = search_study(run)
     ledger, decisions = run.ledger, run.ledger.decisions
     run.start("final")
+    replan_without_branch(run, study)
     if decisions.final_kimg is None:
         final_plan(run, study)
     branch = lineage_of(run, TrialRecord.of(study.trials[decisions.winner or 0]))
+    drop_other_branches(run, branch[0] if branch is not None else None)
     start = (f"continuing its {decisions.continued_kimg:g} kimg" if decisions.continued_kimg is not None
              else "from scratch")  # fmt: skip
     print(f"[final] trial #{decisions.winner} at {decisions.final_kimg:g} kimg ({start}), {decisions.final_num_evals} "
