@@ -213,7 +213,8 @@ def arm_stats(records: list[BudgetRecord]) -> tuple[float, float, int]:
 
 def run_label(arm: str, run: Path) -> str:
     """``arm``, marked with what an earlier version of `hpo run` did differently: a search without the
-    quickstart's winner as its second trial, a final run with the trial's EMA half-life."""
+    quickstart's winner as its second trial, a final run with the trial's EMA half-life; and ``#71``
+    for records of the code since issue 71 (so that a table does not pool them with older ones)."""
     from hpo.planning.spec_yaml import ema_halflife_kimg
 
     searched = yaml.safe_load((run / "spec.yaml").read_text())
@@ -221,6 +222,9 @@ def run_label(arm: str, run: Path) -> str:
     marks = [] if len(searched.get("baselines") or []) >= 2 else ["no known start"]
     if trained["ema_halflife_kimg"] != ema_halflife_kimg(trained["kimg"]):
         marks.append("trial's EMA")
+    decisions = json.loads((run / "run.json").read_text())["decisions"]
+    if "continued_kimg" in decisions:  # measured on issue 71's code: named starts, the lineage, trained kimg
+        marks.append("#71")
     return f"{arm} ({', '.join(marks)})" if marks else arm
 
 
