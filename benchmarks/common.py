@@ -36,14 +36,16 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def write_result(name: str, result: Mapping[str, object], *, folder: Path = RESULTS) -> Path:
     """``benchmarks/results/NAME.json``: what one run measured (``result``: the figures it printed, by
-    name; non-finite numbers as null) with the command, the date, the machine and the torch threads it
-    ran on: the file the docs cite. Written atomically; a later run replaces it."""
+    name; non-finite numbers as null) with the command, the commit (``+`` when the checkout had changes),
+    the date, the machine and the torch threads it ran on: the file the docs cite. Written atomically;
+    a later run replaces it."""
     import torch
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     payload = {
         "benchmark": name,
         "command": " ".join(["python -m benchmarks." + Path(sys.argv[0]).stem, *sys.argv[1:]]),  # the module run
+        "commit": commit(),
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "gpu": cuda,
                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
@@ -53,6 +55,20 @@ def write_result(name: str, result: Mapping[str, object], *, folder: Path = RESU
     path = atomic_write(folder / f"{name}.json", lambda tmp: tmp.write_text(text))
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path
+
+
+def commit() -> str | None:
+    """The checkout's commit, ``+`` when it has uncommitted changes; None outside a git checkout."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
 
 
 def quiet() -> None:
